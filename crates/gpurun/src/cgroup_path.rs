@@ -1,0 +1,150 @@
+//! Choosing and checking a container's cgroup path.
+//!
+//! libcontainer removes a container's cgroup by SIGKILLing every pid in it,
+//! including after a failed create. So the path must belong to this
+//! container alone: never empty (the v1 manager then means the caller's own
+//! cgroup), never the root, and never a cgroup that already holds processes.
+
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// The path to hand libcontainer for this container.
+pub fn choose(spec_path: Option<&Path>, id: &str, systemd: bool) -> Result<PathBuf> {
+    let given = spec_path.filter(|p| !p.as_os_str().is_empty());
+    let Some(path) = given else {
+        return Ok(if systemd {
+            PathBuf::from(format!("system.slice:gpurun:{id}"))
+        } else {
+            PathBuf::from(format!("/gpurun/{id}"))
+        });
+    };
+    let text = path.to_string_lossy();
+    if systemd || is_systemd_style(&text) {
+        // "slice:prefix:name": systemd places it in a fresh scope.
+        return Ok(path.to_path_buf());
+    }
+    let mut normal = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::Normal(part) => normal.push(part),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => bail!(
+                "linux.cgroupsPath {text:?} climbs with \"..\": give the container a path of its own, such as \"/gpurun/{id}\""
+            ),
+        }
+    }
+    if normal == Path::new("/") {
+        bail!(
+            "linux.cgroupsPath {text:?} is the root cgroup: give the container a path of its own, such as \"/gpurun/{id}\""
+        );
+    }
+    if let Some(holder) = occupied(&normal) {
+        bail!(
+            "linux.cgroupsPath {text:?} already holds processes ({}): give the container a cgroup of its own",
+            holder.display()
+        );
+    }
+    Ok(normal)
+}
+
+fn is_systemd_style(path: &str) -> bool {
+    !path.starts_with('/') && path.split(':').count() == 3
+}
+
+/// The first cgroup directory for `path` (v2, or any v1 controller) whose
+/// `cgroup.procs` is not empty.
+fn occupied(path: &Path) -> Option<PathBuf> {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    let root = Path::new(CGROUP_ROOT);
+    let mut candidates = vec![root.join(relative)];
+    if let Ok(entries) = fs::read_dir(root) {
+        candidates.extend(entries.flatten().map(|e| e.path().join(relative)));
+    }
+    candidates.into_iter().find(|dir| {
+        fs::read_to_string(dir.join("cgroup.procs"))
+            .map(|procs| !procs.trim().is_empty())
+            .unwrap_or(false)
+    })
+}
+
+/// Whether the current user can place processes in cgroups at all: false
+/// for a non-root user on v1, or on v2 without a delegated, writable tree.
+pub fn writable_for_current_user(path: &Path) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    let root = Path::new(CGROUP_ROOT);
+    let unified = fs::read_to_string("/proc/self/mounts")
+        .map(|m| {
+            m.lines().any(|l| {
+                l.split(' ').nth(1) == Some(CGROUP_ROOT) && l.split(' ').nth(2) == Some("cgroup2")
+            })
+        })
+        .unwrap_or(false);
+    if !unified {
+        return false;
+    }
+    // The nearest existing ancestor must be writable to us.
+    let mut dir = root.join(path.strip_prefix("/").unwrap_or(path));
+    while !dir.exists() {
+        if !dir.pop() {
+            return false;
+        }
+    }
+    nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_or_missing_path_gets_a_private_default() {
+        assert_eq!(
+            choose(None, "c1", false).unwrap(),
+            PathBuf::from("/gpurun/c1")
+        );
+        assert_eq!(
+            choose(Some(Path::new("")), "c1", false).unwrap(),
+            PathBuf::from("/gpurun/c1")
+        );
+        assert_eq!(
+            choose(None, "c1", true).unwrap(),
+            PathBuf::from("system.slice:gpurun:c1")
+        );
+    }
+
+    #[test]
+    fn root_and_climbing_paths_are_refused() {
+        for bad in ["/", "//", "/./", "/a/../..", "../x"] {
+            assert!(choose(Some(Path::new(bad)), "c1", false).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_occupied_cgroup_is_refused() {
+        // Our own cgroup holds at least this test process, on v1 and v2.
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+        let path = own
+            .lines()
+            .filter_map(|l| l.splitn(3, ':').nth(2))
+            .find(|p| *p != "/")
+            .map(str::to_owned);
+        if let Some(path) = path {
+            let err = choose(Some(Path::new(&path)), "c1", false).unwrap_err();
+            assert!(err.to_string().contains("already holds processes"), "{err}");
+        }
+    }
+
+    #[test]
+    fn relative_paths_are_normalised() {
+        assert_eq!(
+            choose(Some(Path::new("docker/abc")), "c1", false).unwrap(),
+            PathBuf::from("/docker/abc")
+        );
+    }
+}

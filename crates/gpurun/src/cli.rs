@@ -1,0 +1,122 @@
+//! The command line: runc's surface (from `liboci-cli`) plus gpurun's own
+//! commands and flags.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "gpurun",
+    version,
+    about = "An OCI container runtime with native NVIDIA GPU support",
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalFlags,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags valid for every command, in runc's spelling.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GlobalFlags {
+    /// Root directory for container state (default: /run/gpurun, or
+    /// $XDG_RUNTIME_DIR/gpurun for a non-root user)
+    #[arg(long, global = true)]
+    pub root: Option<PathBuf>,
+
+    /// Write log messages to this file instead of stderr
+    #[arg(long, global = true)]
+    pub log: Option<PathBuf>,
+
+    /// Log format: text or json
+    #[arg(long, global = true, value_parser = ["text", "json"])]
+    pub log_format: Option<String>,
+
+    /// Log debug messages, including the numbered lifecycle steps
+    #[arg(long, global = true)]
+    pub debug: bool,
+
+    /// Use systemd to manage the container's cgroup
+    #[arg(long, global = true)]
+    pub systemd_cgroup: bool,
+
+    /// Where the NVIDIA driver's user-space files live [env: GPURUN_DRIVER_ROOT]
+    #[arg(long, global = true)]
+    pub driver_root: Option<PathBuf>,
+
+    /// Where the device nodes live [env: GPURUN_DEV_ROOT]
+    #[arg(long, global = true)]
+    pub dev_root: Option<PathBuf>,
+
+    /// Where procfs is mounted [env: GPURUN_PROC_ROOT]
+    #[arg(long, global = true)]
+    pub proc_root: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create a container from a bundle; start it with `start`
+    Create(liboci_cli::Create),
+    /// Start a created container
+    Start(liboci_cli::Start),
+    /// Create and start a container, and wait for it unless --detach
+    Run(RunArgs),
+    /// Print a container's state as JSON
+    State(liboci_cli::State),
+    /// Send a signal to a container's init (or all its processes with --all)
+    Kill(KillArgs),
+    /// Delete a container and everything it holds
+    Delete(liboci_cli::Delete),
+    /// Run a new process inside a running container
+    Exec(liboci_cli::Exec),
+    /// List the processes of a container
+    Ps(liboci_cli::Ps),
+    /// List containers
+    List(liboci_cli::List),
+    /// Freeze all processes of a container
+    Pause(liboci_cli::Pause),
+    /// Thaw a paused container
+    Resume(liboci_cli::Resume),
+    /// Change a container's cgroup limits
+    Update(liboci_cli::Update),
+    /// Print what this runtime supports, as JSON
+    Features(liboci_cli::Features),
+    /// Write a starter config.json
+    Spec(liboci_cli::Spec),
+    /// Print container events and statistics
+    Events(liboci_cli::Events),
+}
+
+/// `run`: runc's flags plus GPU shortcuts for people at a shell.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub oci: liboci_cli::Run,
+}
+
+/// `kill ID [SIGNAL]`: the signal defaults to SIGTERM, as in runc.
+#[derive(Args, Debug)]
+pub struct KillArgs {
+    /// Send the signal to every process in the container
+    #[arg(short, long)]
+    pub all: bool,
+    pub container_id: String,
+    #[arg(default_value = "SIGTERM")]
+    pub signal: String,
+}
+
+impl Command {
+    /// Commands that place a process inside a container. Only these re-exec
+    /// from a sealed copy of the binary: a container process can reach
+    /// `/proc/<pid>/exe` only of a runtime that joined its namespaces.
+    pub fn enters_container(&self) -> bool {
+        matches!(
+            self,
+            Command::Create(_) | Command::Run(_) | Command::Exec(_)
+        )
+    }
+}

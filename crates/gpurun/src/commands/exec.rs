@@ -1,0 +1,60 @@
+use anyhow::{Context, Result};
+use libcontainer::container::builder::ContainerBuilder;
+use libcontainer::syscall::syscall::SyscallType;
+use liboci_cli::Exec;
+use nix::sys::wait::{waitpid, WaitStatus};
+
+use crate::executor::GpurunExecutor;
+use crate::{containers, Ctx};
+
+/// Runs a process in a running container; returns its exit code unless
+/// --detach.
+pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
+    let id = &args.container_id;
+    let container = containers::load(&ctx.root, id)?;
+    if !container.can_exec() {
+        anyhow::bail!(
+            "container {id:?} is {}: exec needs a running container",
+            container.status()
+        );
+    }
+    if args.process.is_none() && args.command.is_empty() {
+        anyhow::bail!("exec needs a command, or --process FILE with a process.json");
+    }
+    let user = args.user.map(|(u, _)| u);
+    let group = args.user.and_then(|(_, g)| g);
+    let pid = ContainerBuilder::new(id.clone(), SyscallType::default())
+        .with_executor(GpurunExecutor)
+        .with_root_path(&ctx.root)?
+        .with_console_socket(args.console_socket.as_ref())
+        .with_pid_file(args.pid_file.as_ref())?
+        .with_preserved_fds(args.preserve_fds)
+        .validate_id()?
+        .as_tenant()
+        .with_detach(args.detach)
+        .with_cwd(args.cwd.as_ref())
+        .with_env(args.env.clone().into_iter().collect())
+        .with_process(args.process.as_ref())
+        .with_no_new_privs(args.no_new_privs)
+        .with_container_args(args.command.clone())
+        .with_additional_gids(args.additional_gids)
+        .with_user(user)
+        .with_group(group)
+        .with_capabilities(args.cap)
+        .with_ignore_paused(args.ignore_paused)
+        .with_sub_cgroup(args.cgroup)
+        .with_apparmor(args.apparmor)
+        .build()
+        .with_context(|| format!("exec in container {id:?}"))?;
+    if args.detach {
+        return Ok(0);
+    }
+    loop {
+        match waitpid(pid, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(128 + signal as i32),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e).context("wait for the exec'd process"),
+        }
+    }
+}

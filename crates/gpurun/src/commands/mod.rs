@@ -1,0 +1,43 @@
+//! One file per command, as in youki's `commands/`.
+
+pub mod create;
+pub mod delete;
+pub mod events;
+pub mod exec;
+pub mod features;
+pub mod kill;
+pub mod list;
+pub mod pause;
+pub mod ps;
+pub mod resume;
+pub mod run;
+pub mod spec;
+pub mod start;
+pub mod state;
+pub mod update;
+
+use anyhow::Result;
+
+use crate::cli::Command;
+use crate::Ctx;
+
+/// Runs one command; the result is the process exit code.
+pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
+    match command {
+        Command::Create(args) => create::create(ctx, args).map(|_| 0),
+        Command::Start(args) => start::start(ctx, args).map(|_| 0),
+        Command::Run(args) => run::run(ctx, args),
+        Command::State(args) => state::state(ctx, args).map(|_| 0),
+        Command::Kill(args) => kill::kill(ctx, args).map(|_| 0),
+        Command::Delete(args) => delete::delete(ctx, args).map(|_| 0),
+        Command::Exec(args) => exec::exec(ctx, args),
+        Command::Ps(args) => ps::ps(ctx, args).map(|_| 0),
+        Command::List(args) => list::list(ctx, args).map(|_| 0),
+        Command::Pause(args) => pause::pause(ctx, args).map(|_| 0),
+        Command::Resume(args) => resume::resume(ctx, args).map(|_| 0),
+        Command::Update(args) => update::update(ctx, args).map(|_| 0),
+        Command::Features(_) => features::features().map(|_| 0),
+        Command::Spec(args) => spec::spec(args).map(|_| 0),
+        Command::Events(args) => events::events(ctx, args).map(|_| 0),
+    }
+}

@@ -1,0 +1,11 @@
+use anyhow::{Context, Result};
+use liboci_cli::Resume;
+
+use crate::{containers, Ctx};
+
+pub fn resume(ctx: &Ctx, args: Resume) -> Result<()> {
+    let mut container = containers::load(&ctx.root, &args.container_id)?;
+    container
+        .resume()
+        .with_context(|| format!("resume container {:?}", args.container_id))
+}

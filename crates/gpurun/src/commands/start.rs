@@ -1,0 +1,11 @@
+use anyhow::{Context, Result};
+use liboci_cli::Start;
+
+use crate::{containers, Ctx};
+
+pub fn start(ctx: &Ctx, args: Start) -> Result<()> {
+    let mut container = containers::load(&ctx.root, &args.container_id)?;
+    container
+        .start()
+        .with_context(|| format!("start container {:?}", args.container_id))
+}

@@ -1,0 +1,170 @@
+//! Logging in the shapes engines read.
+//!
+//! containerd's and Docker's shims pass `--log FILE --log-format json` and read
+//! errors back from that file, one JSON object a line:
+//! `{"level":"error","msg":"...","time":"..."}`. Text logs to a file use
+//! logrus' `time=... level=... msg=...`. Without `--log`, messages go to
+//! stderr as one plain line each, for a person at a shell.
+
+use std::fmt::Write as _;
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
+use tracing_subscriber::Layer;
+
+use crate::cli::GlobalFlags;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Human,
+    Text,
+    Json,
+}
+
+struct LogLayer {
+    sink: Mutex<Box<dyn Write + Send>>,
+    format: Format,
+    debug: bool,
+}
+
+/// Whether error lines also need to reach stderr: they do when the log goes
+/// to a file, so a person at a shell still sees why a command failed.
+pub struct LogTarget {
+    pub to_file: bool,
+}
+
+#[derive(Default)]
+struct Fields {
+    message: String,
+    extra: Vec<(&'static str, String)>,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message = value.to_owned();
+        } else {
+            self.extra.push((field.name(), value.to_owned()));
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.message = format!("{value:?}");
+        } else {
+            self.extra.push((field.name(), format!("{value:?}")));
+        }
+    }
+}
+
+fn level_name(level: &Level) -> &'static str {
+    match *level {
+        Level::ERROR => "error",
+        Level::WARN => "warning",
+        Level::INFO => "info",
+        Level::DEBUG => "debug",
+        Level::TRACE => "trace",
+    }
+}
+
+impl LogLayer {
+    fn enabled_for(&self, level: &Level, target: &str) -> bool {
+        let ours = target.starts_with("gpurun");
+        match (self.debug, ours) {
+            (true, _) => *level <= Level::DEBUG,
+            (false, true) => *level <= Level::WARN,
+            // Library internals (libcontainer's own error! calls) would
+            // repeat our one error line in other words: only with --debug.
+            (false, false) => false,
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for LogLayer {
+    fn on_event(&self, event: &Event<'_>, _ctx: LayerContext<'_, S>) {
+        let meta = event.metadata();
+        if !self.enabled_for(meta.level(), meta.target()) {
+            return;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let level = level_name(meta.level());
+        let mut line = String::new();
+        match self.format {
+            Format::Human => {
+                let _ = write!(line, "gpurun: ");
+                if *meta.level() != Level::ERROR {
+                    let _ = write!(line, "{level}: ");
+                }
+                line.push_str(&fields.message);
+                for (k, v) in &fields.extra {
+                    let _ = write!(line, " {k}={v}");
+                }
+            }
+            Format::Text => {
+                let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+                let _ = write!(
+                    line,
+                    "time=\"{time}\" level={level} msg={:?}",
+                    fields.message
+                );
+                for (k, v) in &fields.extra {
+                    let _ = write!(line, " {k}={v:?}");
+                }
+            }
+            Format::Json => {
+                let mut obj = serde_json::Map::new();
+                obj.insert("level".into(), level.into());
+                obj.insert("msg".into(), fields.message.into());
+                for (k, v) in fields.extra {
+                    obj.insert(k.into(), v.into());
+                }
+                let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+                obj.insert("time".into(), time.into());
+                line = serde_json::Value::Object(obj).to_string();
+            }
+        }
+        line.push('\n');
+        if let Ok(mut sink) = self.sink.lock() {
+            let _ = sink.write_all(line.as_bytes());
+            let _ = sink.flush();
+        }
+    }
+}
+
+pub fn init(flags: &GlobalFlags) -> Result<LogTarget> {
+    let (sink, format, to_file): (Box<dyn Write + Send>, Format, bool) = match &flags.log {
+        Some(path) => {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("open log file {}", path.display()))?;
+            let format = match flags.log_format.as_deref() {
+                Some("json") => Format::Json,
+                _ => Format::Text,
+            };
+            (Box::new(file), format, true)
+        }
+        None => {
+            let format = match flags.log_format.as_deref() {
+                Some("json") => Format::Json,
+                _ => Format::Human,
+            };
+            (Box::new(io::stderr()), format, false)
+        }
+    };
+    let layer = LogLayer {
+        sink: Mutex::new(sink),
+        format,
+        debug: flags.debug,
+    };
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::set_global_default(subscriber).context("install the logger")?;
+    Ok(LogTarget { to_file })
+}

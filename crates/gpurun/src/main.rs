@@ -1,0 +1,74 @@
+//! gpurun: a runc-compatible OCI runtime with native NVIDIA GPU support.
+
+mod cgroup_path;
+mod cli;
+mod commands;
+mod containers;
+mod executor;
+mod foreground;
+mod launch;
+mod logging;
+mod prepare;
+mod seal;
+mod state_root;
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+use crate::cli::{Cli, GlobalFlags};
+
+/// What every command gets: the parsed global flags and the state root.
+pub struct Ctx {
+    pub global: GlobalFlags,
+    pub root: PathBuf,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if cli.command.enters_container() {
+        if let Err(e) = seal::ensure_sealed() {
+            eprintln!("gpurun: {e:#}");
+            std::process::exit(1);
+        }
+    }
+    let target = match logging::init(&cli.global) {
+        Ok(target) => target,
+        Err(e) => {
+            eprintln!("gpurun: {e:#}");
+            std::process::exit(1);
+        }
+    };
+    let result = state_root::resolve(cli.global.root.as_deref()).and_then(|root| {
+        let ctx = Ctx {
+            global: cli.global,
+            root,
+        };
+        commands::dispatch(&ctx, cli.command)
+    });
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            let message = one_line(&e);
+            tracing::error!(target: "gpurun", "{message}");
+            if target.to_file {
+                eprintln!("gpurun: {message}");
+            }
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// An error chain as one line: "context: cause: cause".
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        // libcontainer's errors often repeat their source in their own text.
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}

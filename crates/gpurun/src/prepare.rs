@@ -1,0 +1,202 @@
+//! Turning a user's bundle into the spec libcontainer runs.
+//!
+//! libcontainer always reads `<bundle>/config.json`, so gpurun writes its
+//! edited spec into a directory of its own, `<root>/<id>@creating`. Making
+//! that directory is also the lock that lets exactly one of two concurrent
+//! creates of an id go on. The user's bundle is never written to.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
+
+use crate::{cgroup_path, containers};
+
+/// A config.json larger than this is refused before it is parsed.
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Reads and checks `<bundle>/config.json`.
+pub fn load_spec(bundle: &Path) -> Result<Spec> {
+    let path = bundle.join("config.json");
+    let file = match fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "no config.json in bundle {}: create one with \"gpurun spec\"",
+            bundle.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("open {}", path.display())),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("read {}", path.display()))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        bail!(
+            "{} is larger than {} MiB: that is no OCI runtime config",
+            path.display(),
+            MAX_CONFIG_BYTES >> 20
+        );
+    }
+    let spec: Spec = serde_json::from_slice(&bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not a valid OCI runtime config: {e}; fix it or regenerate it with \"gpurun spec\"",
+            path.display()
+        )
+    })?;
+    if !spec.version().starts_with("1.") {
+        bail!(
+            "unsupported ociVersion {:?} in {}: gpurun runs OCI runtime spec 1.x configs",
+            spec.version(),
+            path.display()
+        );
+    }
+    Ok(spec)
+}
+
+/// The absolute rootfs of a spec, which must be an existing directory.
+pub fn rootfs_of(spec: &Spec, bundle: &Path) -> Result<PathBuf> {
+    let root = spec
+        .root()
+        .as_ref()
+        .context("config.json has no \"root\": set root.path to the container's root filesystem")?;
+    let path = bundle.join(root.path());
+    if !path.is_dir() {
+        bail!(
+            "rootfs {} does not exist: set root.path in config.json to an existing directory",
+            path.display()
+        );
+    }
+    fs::canonicalize(&path).with_context(|| format!("rootfs {}", path.display()))
+}
+
+/// What a create needs beyond the bundle.
+pub struct CreateOptions<'a> {
+    pub root: &'a Path,
+    pub id: &'a str,
+    pub bundle: &'a Path,
+    pub systemd_cgroup: bool,
+}
+
+/// gpurun's working copy of a bundle. Dropping it removes the copy, which is
+/// no longer needed once libcontainer has saved its own state.
+pub struct PreparedBundle {
+    pub dir: PathBuf,
+    pub user_bundle: PathBuf,
+    pub spec: Spec,
+}
+
+impl Drop for PreparedBundle {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
+    containers::validate_id(opts.id)?;
+    let user_bundle = fs::canonicalize(opts.bundle)
+        .map_err(|_| anyhow::anyhow!("bundle {} does not exist", opts.bundle.display()))?;
+    let mut spec = load_spec(&user_bundle)?;
+    let rootfs = rootfs_of(&spec, &user_bundle)?;
+    if spec.linux().is_none() {
+        bail!("config.json has no \"linux\" section: gpurun runs Linux containers only");
+    }
+
+    // The lock: exactly one create of this id gets past here.
+    let dir = containers::creating_dir(opts.root, opts.id);
+    match fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "container {:?} is being created by another gpurun; if that one died, run \"gpurun delete --force {}\"",
+            opts.id,
+            opts.id
+        ),
+        Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
+    }
+    let mut prepared = PreparedBundle {
+        dir,
+        user_bundle,
+        spec: Spec::default(),
+    };
+    if containers::exists(opts.root, opts.id) || containers::state_dir(opts.root, opts.id).exists()
+    {
+        bail!(
+            "container {:?} already exists: pick another id, or remove it with \"gpurun delete {}\"",
+            opts.id,
+            opts.id
+        );
+    }
+
+    if let Some(root) = spec.root_mut().as_mut() {
+        root.set_path(rootfs);
+    }
+    apply_cgroup_path(&mut spec, opts)?;
+    apply_rootless(&mut spec)?;
+
+    let config = prepared.dir.join("config.json");
+    let file = fs::File::create(&config).with_context(|| format!("write {}", config.display()))?;
+    serde_json::to_writer(std::io::BufWriter::new(file), &spec)
+        .with_context(|| format!("write {}", config.display()))?;
+    prepared.spec = spec;
+    Ok(prepared)
+}
+
+fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {
+    let linux = spec.linux_mut().as_mut().expect("checked above");
+    let path = cgroup_path::choose(
+        linux.cgroups_path().as_deref(),
+        opts.id,
+        opts.systemd_cgroup,
+    )?;
+    linux.set_cgroups_path(Some(path));
+    Ok(())
+}
+
+/// A non-root user gets a user namespace or a clear error, and, without
+/// cgroup delegation, a container without cgroup limits (as runc does) and
+/// a warning that says so.
+fn apply_rootless(spec: &mut Spec) -> Result<()> {
+    if nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let linux = spec.linux_mut().as_mut().expect("checked above");
+    let has_userns = linux
+        .namespaces()
+        .as_ref()
+        .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User));
+    if !has_userns {
+        bail!(
+            "running as uid {} needs a user namespace in config.json: make one with \"gpurun spec --rootless\"",
+            nix::unistd::geteuid()
+        );
+    }
+    let cgroup = linux.cgroups_path().clone().unwrap_or_default();
+    if cgroup_path::writable_for_current_user(&cgroup) {
+        return Ok(());
+    }
+    if let Some(resources) = linux.resources() {
+        let asked: Vec<&str> = [
+            ("memory", resources.memory().is_some()),
+            ("cpu", resources.cpu().is_some()),
+            ("pids", resources.pids().is_some()),
+            ("blockIO", resources.block_io().is_some()),
+            ("hugepageLimits", resources.hugepage_limits().is_some()),
+            ("network", resources.network().is_some()),
+            ("rdma", resources.rdma().is_some()),
+            ("unified", resources.unified().is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, set)| set.then_some(name))
+        .collect();
+        if !asked.is_empty() {
+            tracing::warn!(
+                "rootless: cgroup limits ({}) are not applied: this host gives uid {} no cgroup delegation",
+                asked.join(", "),
+                nix::unistd::geteuid()
+            );
+        }
+    }
+    linux.set_resources(None);
+    Ok(())
+}
