@@ -1,1 +1,395 @@
+//! Helpers for the integration tests in `tests/`: they drive the built
+//! `gpurun` binary from the outside, as an engine or a person would.
 
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The gpurun binary under test: `$GPURUN_BIN`, or the one cargo built next
+/// to this test executable.
+pub fn gpurun_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("GPURUN_BIN") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("gpurun");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first with `cargo build -p gpurun` (scripts/test.sh does)",
+        bin.display()
+    );
+    bin
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Tests that need root say so and return early elsewhere; CI runs as root.
+#[macro_export]
+macro_rules! require_root {
+    () => {
+        if !$crate::is_root() {
+            eprintln!("skipped: this test needs root");
+            return;
+        }
+    };
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A unique name for this process and call.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(prefix: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(unique(&format!("gpurun-test-{prefix}")));
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+        Scratch(dir)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The output of a finished command.
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    pub fn ok(&self) -> &Self {
+        assert_eq!(self.code, 0, "expected success; stderr: {}", self.stderr);
+        self
+    }
+}
+
+/// Runs a command with no stdin, failing the test if it outlives `timeout`.
+/// Output goes through files, not pipes: a detached container inherits
+/// them, and a pipe would then never reach EOF.
+pub fn run_cmd(cmd: &mut Command, timeout: Duration) -> Ran {
+    let scratch = Scratch::new("out");
+    let out_path = scratch.path().join("stdout");
+    let err_path = scratch.path().join("stderr");
+    cmd.stdin(Stdio::null())
+        .stdout(fs::File::create(&out_path).unwrap())
+        .stderr(fs::File::create(&err_path).unwrap());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{cmd:?} hung for {timeout:?}; stderr: {}",
+                fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    Ran {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&fs::read(&out_path).unwrap()).into_owned(),
+        stderr: String::from_utf8_lossy(&fs::read(&err_path).unwrap()).into_owned(),
+    }
+}
+
+/// Who runs gpurun: root, or an unprivileged user.
+#[derive(Clone)]
+pub enum As {
+    Root,
+    User(TestUser),
+}
+
+/// gpurun with a private state root.
+pub struct Runtime {
+    pub root: PathBuf,
+    pub who: As,
+    _scratch: Scratch,
+}
+
+impl Runtime {
+    pub fn new() -> Runtime {
+        Self::as_who(As::Root)
+    }
+
+    pub fn as_who(who: As) -> Runtime {
+        let scratch = Scratch::new("state");
+        let root = scratch.path().join("root");
+        if let As::User(user) = &who {
+            chown(scratch.path(), user);
+        }
+        Runtime {
+            root,
+            who,
+            _scratch: scratch,
+        }
+    }
+
+    pub fn command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(gpurun_bin());
+        cmd.arg("--root").arg(&self.root).args(args);
+        if let As::User(user) = &self.who {
+            user.apply(&mut cmd);
+        }
+        cmd
+    }
+
+    pub fn run<I, S>(&self, args: I) -> Ran
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        run_cmd(&mut self.command(args), TIMEOUT)
+    }
+
+    /// The entries in the state root: empty when nothing was left behind.
+    pub fn leftovers(&self) -> Vec<String> {
+        match fs::read_dir(&self.root) {
+            Ok(entries) => entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    pub fn state(&self, id: &str) -> serde_json::Value {
+        let out = self.run(["state", id]);
+        out.ok();
+        serde_json::from_str(&out.stdout).expect("state prints JSON")
+    }
+}
+
+impl Drop for Runtime {
+    /// A test that failed halfway must not leave containers running.
+    fn drop(&mut self) {
+        for id in self.leftovers() {
+            if !id.contains('@') {
+                let _ = run_cmd(&mut self.command(["delete", "--force", &id]), TIMEOUT);
+            }
+        }
+    }
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// An OCI bundle with a busybox rootfs.
+pub struct Bundle {
+    pub dir: PathBuf,
+    _scratch: Scratch,
+}
+
+impl Bundle {
+    pub fn busybox() -> Bundle {
+        Self::build(None)
+    }
+
+    /// A rootless bundle owned by `user`, with a spec from `gpurun spec --rootless`.
+    pub fn busybox_rootless(user: &TestUser) -> Bundle {
+        Self::build(Some(user))
+    }
+
+    fn build(user: Option<&TestUser>) -> Bundle {
+        let scratch = Scratch::new("bundle");
+        let dir = scratch.path().join("bundle");
+        let mut cmd = Command::new("sh");
+        cmd.arg(repo().join("scripts/busybox-bundle.sh"));
+        if user.is_some() {
+            cmd.arg("-r");
+        }
+        cmd.arg(&dir).arg(gpurun_bin());
+        if let Some(user) = user {
+            chown(scratch.path(), user);
+            user.apply(&mut cmd);
+        }
+        run_cmd(&mut cmd, Duration::from_secs(60)).ok();
+        Bundle {
+            dir,
+            _scratch: scratch,
+        }
+    }
+
+    pub fn config(&self) -> serde_json::Value {
+        serde_json::from_slice(&fs::read(self.dir.join("config.json")).unwrap()).unwrap()
+    }
+
+    pub fn set_config(&self, config: &serde_json::Value) {
+        fs::write(
+            self.dir.join("config.json"),
+            serde_json::to_vec_pretty(config).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// Edits config.json in place.
+    pub fn edit(&self, f: impl FnOnce(&mut serde_json::Value)) {
+        let mut config = self.config();
+        f(&mut config);
+        self.set_config(&config);
+    }
+
+    pub fn set_args(&self, args: &[&str]) {
+        self.edit(|c| c["process"]["args"] = serde_json::json!(args));
+    }
+
+    pub fn rootfs(&self) -> PathBuf {
+        self.dir.join("rootfs")
+    }
+}
+
+/// An unprivileged user with subordinate id ranges, made once per host.
+#[derive(Clone)]
+pub struct TestUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: PathBuf,
+}
+
+impl TestUser {
+    /// `gpurun-test`, created with useradd (which also writes subuid/subgid
+    /// ranges) on first use.
+    pub fn get() -> TestUser {
+        let name = "gpurun-test";
+        if nix::unistd::User::from_name(name).unwrap().is_none() {
+            let out = run_cmd(
+                Command::new("useradd").args(["-m", "-s", "/bin/sh", name]),
+                Duration::from_secs(30),
+            );
+            // Two test binaries may race to create it.
+            if out.code != 0 && !out.stderr.contains("already exists") {
+                panic!("useradd {name}: {}", out.stderr);
+            }
+        }
+        let user = nix::unistd::User::from_name(name).unwrap().unwrap();
+        for file in ["/etc/subuid", "/etc/subgid"] {
+            let text = fs::read_to_string(file).unwrap_or_default();
+            if !text.lines().any(|l| l.starts_with(&format!("{name}:"))) {
+                fs::write(file, format!("{text}{name}:200000:65536\n")).unwrap();
+            }
+        }
+        TestUser {
+            name: name.into(),
+            uid: user.uid.as_raw(),
+            gid: user.gid.as_raw(),
+            home: user.dir,
+        }
+    }
+
+    /// The user's first subordinate uid range start.
+    pub fn subuid_start(&self) -> u32 {
+        let text = fs::read_to_string("/etc/subuid").unwrap();
+        text.lines()
+            .find_map(|l| {
+                let mut f = l.split(':');
+                (f.next() == Some(&self.name)).then(|| f.next().unwrap().parse().unwrap())
+            })
+            .unwrap()
+    }
+
+    pub fn runtime_dir(&self) -> PathBuf {
+        let dir = PathBuf::from(format!("/tmp/gpurun-test-xdg-{}", self.uid));
+        fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(self.uid), Some(self.gid)).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    /// Makes `cmd` run as this user, with a login-like environment.
+    pub fn apply(&self, cmd: &mut Command) {
+        cmd.uid(self.uid)
+            .gid(self.gid)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("USER", &self.name)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("XDG_RUNTIME_DIR", self.runtime_dir())
+            .current_dir("/");
+    }
+}
+
+pub fn chown(path: &Path, user: &TestUser) {
+    std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid)).unwrap();
+}
+
+/// Every cgroup directory named by `relative` (v1 controllers and v2).
+pub fn cgroup_dirs(relative: &str) -> Vec<PathBuf> {
+    let root = Path::new("/sys/fs/cgroup");
+    let mut dirs = vec![root.join(relative)];
+    if let Ok(entries) = fs::read_dir(root) {
+        dirs.extend(entries.flatten().map(|e| e.path().join(relative)));
+    }
+    dirs.into_iter().filter(|d| d.is_dir()).collect()
+}
+
+/// Mount points in our mount namespace that mention `needle`.
+pub fn mounts_mentioning(needle: &str) -> Vec<String> {
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Host processes whose command line contains `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(needle))
+                .unwrap_or(false)
+        })
+        .collect()
+}

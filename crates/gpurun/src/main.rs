@@ -1,6 +1,7 @@
 //! gpurun: a runc-compatible OCI runtime with native NVIDIA GPU support.
 
 mod cgroup_path;
+mod cgroup_warmup;
 mod cli;
 mod commands;
 mod containers;

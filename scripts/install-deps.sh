@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs every system package gpurun's build, tests and demo need, from
+# Debian. Idempotent; run as root. The Rust toolchain (cargo >= 1.85) must
+# already be on PATH.
+set -eu
+packages="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev \
+  busybox-static runc uidmap jq strace python3 ca-certificates"
+missing=""
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps.sh: missing packages:$missing; run this script as root" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq $missing >/dev/null
+fi
+command -v cargo >/dev/null || { echo "install-deps.sh: cargo not found: install Rust 1.85 or newer" >&2; exit 1; }

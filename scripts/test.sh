@@ -1,0 +1,10 @@
+#!/bin/sh
+# The test command: installs what the tests need, builds, checks style and
+# lints, and runs every test. CI (.ci/run) runs exactly this.
+set -eu
+cd "$(dirname "$0")/.."
+sh scripts/install-deps.sh
+cargo build --locked -p gpurun
+cargo fmt --all --check
+cargo clippy --locked --workspace --all-targets -- -D warnings
+cargo test --locked --workspace

@@ -1,0 +1,196 @@
+//! Bad input: one clear error line, exit code 1, and nothing left behind.
+
+use std::fs;
+
+use gpurun_tests::*;
+
+/// Runs `create` and checks the failure is clean: exit 1, one stderr line
+/// containing `want`, no state, no cgroup, no mount.
+fn assert_clean_failure(rt: &Runtime, args: &[&str], id: &str, want: &str) {
+    let out = rt.run(args);
+    assert_eq!(
+        out.code, 1,
+        "{args:?}: stdout {} stderr {}",
+        out.stdout, out.stderr
+    );
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "want one error line, got: {}", out.stderr);
+    assert!(lines[0].starts_with("gpurun: "), "{}", lines[0]);
+    assert!(lines[0].contains(want), "{:?} lacks {want:?}", lines[0]);
+    let left: Vec<String> = rt
+        .leftovers()
+        .into_iter()
+        .filter(|e| e.contains(id))
+        .collect();
+    assert!(left.is_empty(), "left in state dir: {left:?}");
+    if !id.is_empty() && !id.contains('/') {
+        assert!(
+            cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
+            "cgroup left"
+        );
+    }
+    assert!(mounts_mentioning(&format!("/{id}/")).is_empty() || id.is_empty());
+}
+
+#[test]
+fn missing_config_json() {
+    require_root!();
+    let rt = Runtime::new();
+    let dir = Scratch::new("empty");
+    let id = unique("nocfg");
+    assert_clean_failure(
+        &rt,
+        &["create", "--bundle", dir.path().to_str().unwrap(), &id],
+        &id,
+        "no config.json",
+    );
+}
+
+#[test]
+fn malformed_config_json() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let id = unique("badjson");
+    for (content, want) in [
+        ("{\"ociVersion\": ", "not a valid OCI runtime config"),
+        ("[1,2,3]", "not a valid OCI runtime config"),
+        ("{\"ociVersion\": 5}", "not a valid OCI runtime config"),
+        ("\u{ff}\u{fe}garbage", "not a valid OCI runtime config"),
+    ] {
+        fs::write(bundle.dir.join("config.json"), content).unwrap();
+        assert_clean_failure(
+            &rt,
+            &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+            &id,
+            want,
+        );
+    }
+}
+
+#[test]
+fn unknown_container_id() {
+    require_root!();
+    let rt = Runtime::new();
+    for cmd in ["start", "state", "delete", "pause", "resume", "ps"] {
+        assert_clean_failure(&rt, &[cmd, "ghost"], "ghost", "does not exist");
+    }
+    assert_clean_failure(&rt, &["kill", "ghost", "KILL"], "ghost", "does not exist");
+    assert_clean_failure(&rt, &["exec", "ghost", "true"], "ghost", "does not exist");
+    // --force on a missing container is not an error (runc and engines rely on it).
+    rt.run(["delete", "--force", "ghost"]).ok();
+}
+
+#[test]
+fn id_that_already_exists() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("dup");
+    let b = bundle.dir.to_str().unwrap();
+    rt.run(["create", "--bundle", b, &id]).ok();
+    let pid = rt.state(&id)["pid"].clone();
+    let out = rt.run(["create", "--bundle", b, &id]);
+    assert_eq!(out.code, 1);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("already exists"), "{}", out.stderr);
+    // The first container is untouched.
+    assert_eq!(rt.state(&id)["pid"], pid);
+    assert_eq!(rt.state(&id)["status"], "created");
+    rt.run(["delete", "--force", &id]).ok();
+    assert!(rt.leftovers().is_empty());
+}
+
+#[test]
+fn id_with_slash_or_dots() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let b = bundle.dir.to_str().unwrap();
+    for id in ["a/b", "..", ".", "../escape", "x y", ""] {
+        let out = rt.run(["create", "--bundle", b, id]);
+        assert_eq!(
+            out.code,
+            if id.is_empty() { 2 } else { 1 },
+            "{id:?}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.is_empty());
+    }
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+    assert!(!rt.root.parent().unwrap().join("escape").exists());
+}
+
+#[test]
+fn rootfs_that_does_not_exist() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| c["root"]["path"] = "no-such-rootfs".into());
+    let id = unique("norootfs");
+    assert_clean_failure(
+        &rt,
+        &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "does not exist",
+    );
+}
+
+#[test]
+fn unsupported_oci_version() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| c["ociVersion"] = "2.0.0".into());
+    let id = unique("ociver");
+    assert_clean_failure(
+        &rt,
+        &["run", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "unsupported ociVersion \"2.0.0\"",
+    );
+}
+
+#[test]
+fn executable_missing_in_the_image_leaves_nothing() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["/no/such/binary"]);
+    let id = unique("noexe");
+    let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    assert_ne!(out.code, 0);
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+    assert!(
+        cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
+        "cgroup left"
+    );
+}
+
+#[test]
+fn cgroup_paths_that_are_not_the_containers_own_are_refused() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let b = bundle.dir.to_str().unwrap().to_owned();
+    // The test's own cgroup holds processes that must never be killed.
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+    let occupied = own
+        .lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .find(|p| *p != "/")
+        .map(str::to_owned);
+    let mut cases = vec![
+        ("/".to_owned(), "root cgroup"),
+        ("/a/../..".to_owned(), "climbs"),
+    ];
+    if let Some(path) = occupied {
+        cases.push((path, "already holds processes"));
+    }
+    for (path, want) in cases {
+        bundle.edit(|c| c["linux"]["cgroupsPath"] = path.clone().into());
+        let id = unique("cgpath");
+        assert_clean_failure(&rt, &["run", "--bundle", &b, &id], &id, want);
+    }
+}

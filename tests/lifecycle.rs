@@ -1,0 +1,380 @@
+//! The runc lifecycle as root: create, start, state, exec, ps, pause,
+//! resume, kill, delete, exit codes and cgroup limits.
+
+use std::fs;
+use std::time::Duration;
+
+use gpurun_tests::*;
+use serde_json::json;
+
+#[test]
+fn create_start_kill_delete_walks_through_every_state() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("life");
+    let b = bundle.dir.to_str().unwrap();
+
+    rt.run(["create", "--bundle", b, &id]).ok();
+    let state = rt.state(&id);
+    assert_eq!(state["status"], "created");
+    assert_eq!(state["id"], id.as_str());
+    assert_eq!(state["bundle"], b, "state reports the user's bundle");
+    let pid = state["pid"].as_i64().unwrap();
+    assert!(pid > 0);
+    // The init waits for start: it is not yet the workload.
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains("sleep"));
+
+    rt.run(["start", &id]).ok();
+    assert_eq!(rt.state(&id)["status"], "running");
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).starts_with("sleep"));
+
+    rt.run(["kill", &id, "KILL"]).ok();
+    let mut stopped = false;
+    for _ in 0..200 {
+        if rt.state(&id)["status"] == "stopped" {
+            stopped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(stopped, "container did not stop after SIGKILL");
+
+    rt.run(["delete", &id]).ok();
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
+    let gone = rt.run(["state", &id]);
+    assert_eq!(gone.code, 1);
+}
+
+#[test]
+fn run_returns_the_container_exit_code() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let b = bundle.dir.to_str().unwrap();
+    for (args, want) in [
+        (vec!["true"], 0),
+        (vec!["sh", "-c", "exit 7"], 7),
+        (vec!["sh", "-c", "kill -TERM $$"], 128 + 15),
+        (vec!["sh", "-c", "kill -KILL $$"], 128 + 9),
+    ] {
+        bundle.set_args(&args);
+        // Without its own pid namespace the shell is not a pid 1, which
+        // would ignore signals it has no handler for.
+        bundle.edit(|c| {
+            c["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|n| n["type"] != "pid")
+        });
+        let out = rt.run(["run", "--bundle", b, &unique("code")]);
+        assert_eq!(out.code, want, "{args:?}: stderr {}", out.stderr);
+    }
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+}
+
+#[test]
+fn run_forwards_signals_and_reports_signal_deaths() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let b = bundle.dir.to_str().unwrap().to_owned();
+    let scratch = Scratch::new("sig");
+
+    // SIGTERM to gpurun reaches the container's init, whose trap exits 42.
+    bundle.edit(|c| c["root"]["readonly"] = false.into());
+    bundle.set_args(&[
+        "sh",
+        "-c",
+        "trap 'exit 42' TERM; touch /tmp/ready; while true; do sleep 0.05; done",
+    ]);
+    let id = unique("fwd");
+    let mut child = rt
+        .command(["run", "--bundle", &b, &id])
+        .stdin(std::process::Stdio::null())
+        .stdout(fs::File::create(scratch.path().join("o1")).unwrap())
+        .stderr(fs::File::create(scratch.path().join("e1")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(|| bundle.rootfs().join("tmp/ready").exists());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(42));
+    fs::remove_file(bundle.rootfs().join("tmp/ready")).unwrap();
+
+    // An init killed from outside gives 128+9.
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("killed");
+    let mut child = rt
+        .command(["run", "--bundle", &b, &id])
+        .stdin(std::process::Stdio::null())
+        .stdout(fs::File::create(scratch.path().join("o2")).unwrap())
+        .stderr(fs::File::create(scratch.path().join("e2")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(|| rt.run(["state", &id]).stdout.contains("running"));
+    rt.run(["kill", &id, "KILL"]).ok();
+    assert_eq!(child.wait().unwrap().code(), Some(137));
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}
+
+fn wait_until(mut ready: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if ready() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("condition not reached in 10 s");
+}
+
+#[test]
+fn run_passes_stdout_through() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sh", "-c", "echo hello from $(hostname)"]);
+    let out = rt.run([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("out"),
+    ]);
+    out.ok();
+    assert!(out.stdout.starts_with("hello from"), "{}", out.stdout);
+}
+
+#[test]
+fn exec_ps_pause_resume_on_a_running_container() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("exec");
+    rt.run([
+        "run",
+        "--detach",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &id,
+    ])
+    .ok();
+    assert_eq!(rt.state(&id)["status"], "running");
+
+    let out = rt.run(["exec", &id, "sh", "-c", "echo inside; exit 3"]);
+    assert_eq!(out.code, 3);
+    assert_eq!(out.stdout.trim(), "inside");
+
+    // --process with a process.json, as containerd's shim sends it.
+    let scratch = Scratch::new("proc");
+    let process = scratch.path().join("process.json");
+    fs::write(
+        &process,
+        json!({"args": ["sh", "-c", "exit 4"], "cwd": "/", "env": ["PATH=/bin"],
+               "user": {"uid": 0, "gid": 0}})
+        .to_string(),
+    )
+    .unwrap();
+    let out = rt.run(["exec", "--process", process.to_str().unwrap(), &id]);
+    assert_eq!(out.code, 4, "{}", out.stderr);
+
+    let ps = rt.run(["ps", "--format", "json", &id]);
+    ps.ok();
+    let pids: Vec<i32> = serde_json::from_str(&ps.stdout).unwrap();
+    let init = rt.state(&id)["pid"].as_i64().unwrap() as i32;
+    assert!(pids.contains(&init), "ps {pids:?} lacks init {init}");
+
+    rt.run(["pause", &id]).ok();
+    assert_eq!(rt.state(&id)["status"], "paused");
+    let freezer = format!("/sys/fs/cgroup/freezer/gpurun/{id}/freezer.state");
+    if let Ok(text) = fs::read_to_string(&freezer) {
+        assert_eq!(text.trim(), "FROZEN");
+    }
+    let proc_state = fs::read_to_string(format!("/proc/{init}/stat")).unwrap();
+    assert!(proc_state.contains(") S") || proc_state.contains(") D"));
+    rt.run(["resume", &id]).ok();
+    assert_eq!(rt.state(&id)["status"], "running");
+
+    let listed = rt.run(["list", "--format", "json"]);
+    let list: serde_json::Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(list[0]["id"], id.as_str());
+
+    // Deleting a running container needs --force.
+    let refused = rt.run(["delete", &id]);
+    assert_eq!(refused.code, 1);
+    assert!(refused.stderr.contains("--force"), "{}", refused.stderr);
+    rt.run(["delete", "--force", &id]).ok();
+    assert!(rt.leftovers().is_empty());
+    assert!(
+        fs::metadata(format!("/proc/{init}")).is_err()
+            || fs::read_to_string(format!("/proc/{init}/stat"))
+                .unwrap_or_default()
+                .contains(") Z")
+    );
+}
+
+#[test]
+fn kill_all_signals_every_process() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sh", "-c", "sleep 300 & sleep 300 & wait"]);
+    let id = unique("killall");
+    rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .ok();
+    std::thread::sleep(Duration::from_millis(100));
+    let pids: Vec<i32> =
+        serde_json::from_str(&rt.run(["ps", "--format", "json", &id]).stdout).unwrap();
+    assert!(pids.len() >= 3, "{pids:?}");
+    rt.run(["kill", "--all", &id, "9"]).ok();
+    std::thread::sleep(Duration::from_millis(200));
+    for pid in pids {
+        let alive = fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z"))
+            .unwrap_or(false);
+        assert!(!alive, "pid {pid} survived kill --all");
+    }
+    rt.run(["delete", "--force", &id]).ok();
+}
+
+#[test]
+fn cgroup_limits_reach_the_cgroup_files() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    bundle.edit(|c| {
+        c["linux"]["resources"]["memory"] = json!({"limit": 67108864});
+        c["linux"]["resources"]["pids"] = json!({"limit": 42});
+        c["linux"]["resources"]["cpu"] = json!({"shares": 512});
+    });
+    let id = unique("limits");
+    rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .ok();
+    let v1 = std::path::Path::new("/sys/fs/cgroup/memory").is_dir();
+    let read = |v1_path: &str, v2_path: &str| {
+        let path = if v1 {
+            format!("/sys/fs/cgroup/{v1_path}")
+        } else {
+            format!("/sys/fs/cgroup/gpurun/{id}/{v2_path}")
+        };
+        fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(
+        read(
+            &format!("memory/gpurun/{id}/memory.limit_in_bytes"),
+            "memory.max"
+        ),
+        "67108864"
+    );
+    assert_eq!(
+        read(&format!("pids/gpurun/{id}/pids.max"), "pids.max"),
+        "42"
+    );
+    if v1 {
+        let cpu = ["cpu", "cpu,cpuacct"]
+            .iter()
+            .map(|c| format!("/sys/fs/cgroup/{c}/gpurun/{id}/cpu.shares"))
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("cpu.shares of the container");
+        assert_eq!(fs::read_to_string(cpu).unwrap().trim(), "512");
+    }
+    // The init is in that cgroup.
+    let init = rt.state(&id)["pid"].as_i64().unwrap();
+    let cgroups = fs::read_to_string(format!("/proc/{init}/cgroup")).unwrap();
+    assert!(cgroups.contains(&format!("/gpurun/{id}")), "{cgroups}");
+
+    // update --resources - (Docker's form), JSON on stdin.
+    let mut cmd = rt.command(["update", "--resources", "-", &id]);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"pids":{"limit":17}}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        read(&format!("pids/gpurun/{id}/pids.max"), "pids.max"),
+        "17"
+    );
+
+    rt.run(["delete", "--force", &id]).ok();
+    assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
+}
+
+#[test]
+fn errors_reach_the_json_log_as_one_line() {
+    require_root!();
+    let rt = Runtime::new();
+    let scratch = Scratch::new("log");
+    let log = scratch.path().join("log.json");
+    let out = rt.run([
+        "--log",
+        log.to_str().unwrap(),
+        "--log-format",
+        "json",
+        "start",
+        "no-such-container",
+    ]);
+    assert_eq!(out.code, 1);
+    let text = fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let entry: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(entry["level"], "error");
+    assert!(entry["msg"].as_str().unwrap().contains("does not exist"));
+    assert!(entry["time"].is_string());
+}
+
+#[test]
+fn the_runtime_runs_from_a_sealed_memfd() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("seal");
+    let scratch = Scratch::new("sealout");
+    let mut child = rt
+        .command(["run", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .stdin(std::process::Stdio::null())
+        .stdout(fs::File::create(scratch.path().join("out")).unwrap())
+        .stderr(fs::File::create(scratch.path().join("err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(|| rt.run(["state", &id]).stdout.contains("running"));
+    let mut exe = String::new();
+    for _ in 0..500 {
+        if let Ok(target) = fs::read_link(format!("/proc/{}/exe", child.id())) {
+            exe = target.to_string_lossy().into_owned();
+            if exe.contains("memfd:") {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    rt.run(["kill", &id, "KILL"]);
+    let status = child.wait().unwrap();
+    assert!(exe.starts_with("/memfd:gpurun-sealed"), "exe is {exe}");
+    assert_eq!(status.code(), Some(137));
+    assert!(rt.leftovers().is_empty());
+}
