@@ -1,1 +1,26 @@
-pub fn _placeholder() {}
+//! gpurun's GPU support, as a one-way flow of plain values:
+//!
+//! **inventory** (what the host has) → **request** (what the container asks
+//! for) → **plan** (devices, mounts, env, linker-cache entries) → **apply**
+//! (edits to the OCI spec). Every stage is a serde value that can be printed
+//! and tested without root.
+
+pub mod caps;
+pub mod cdi;
+pub mod devlist;
+pub mod elf;
+pub mod inventory;
+pub mod ldcache;
+pub mod nvml;
+pub mod require;
+pub mod roots;
+
+pub use caps::Capability;
+pub use inventory::{discover, Inventory, Source};
+pub use roots::{RootFlags, Roots};
+pub mod in_root;
+pub mod plan;
+pub mod request;
+
+pub use plan::Plan;
+pub use request::Request;

@@ -89,6 +89,36 @@ pub enum Command {
     Spec(liboci_cli::Spec),
     /// Print container events and statistics
     Events(liboci_cli::Events),
+    /// GPU inventory, plans and CDI specs (read-only)
+    #[command(subcommand)]
+    Gpu(GpuCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GpuCommand {
+    /// Driver version, CUDA version and each GPU (like nvidia-container-cli info)
+    Info {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Device nodes and driver files per capability (like nvidia-container-cli list)
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Exactly what a bundle's container would get
+    Plan {
+        /// The bundle directory (holding config.json)
+        bundle: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a CDI spec for this host
+    Cdi {
+        /// Write to this file instead of stdout
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 /// `run`: runc's flags plus GPU shortcuts for people at a shell.

@@ -7,6 +7,7 @@ mod commands;
 mod containers;
 mod executor;
 mod foreground;
+mod gpu_roots;
 mod launch;
 mod logging;
 mod prepare;

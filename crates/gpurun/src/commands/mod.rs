@@ -5,6 +5,7 @@ pub mod delete;
 pub mod events;
 pub mod exec;
 pub mod features;
+pub mod gpu;
 pub mod kill;
 pub mod list;
 pub mod pause;
@@ -39,5 +40,6 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Features(_) => features::features().map(|_| 0),
         Command::Spec(args) => spec::spec(args).map(|_| 0),
         Command::Events(args) => events::events(ctx, args).map(|_| 0),
+        Command::Gpu(args) => gpu::gpu(ctx, args).map(|_| 0),
     }
 }

@@ -1,0 +1,99 @@
+//! Reading a shared library's SONAME from its ELF dynamic section.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+const DT_NULL: u64 = 0;
+const DT_STRTAB: u64 = 5;
+const DT_SONAME: u64 = 14;
+const PT_LOAD: u32 = 1;
+const PT_DYNAMIC: u32 = 2;
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn read_at(file: &mut File, offset: u64, len: usize) -> Option<Vec<u8>> {
+    if len > 1 << 20 {
+        return None;
+    }
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut buf = vec![0; len];
+    file.read_exact(&mut buf).ok()?;
+    Some(buf)
+}
+
+/// The SONAME of a 64-bit little-endian ELF file, if it has one.
+pub fn soname(path: &Path) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    let header = read_at(&mut file, 0, 64)?;
+    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
+        return None;
+    }
+    let phoff = u64_at(&header, 32)?;
+    let phentsize = u16_at(&header, 54)? as usize;
+    let phnum = u16_at(&header, 56)? as usize;
+    if phentsize < 56 || phnum > 256 {
+        return None;
+    }
+    let phdrs = read_at(&mut file, phoff, phentsize * phnum)?;
+    let mut loads = Vec::new();
+    let mut dynamic = None;
+    for i in 0..phnum {
+        let p = &phdrs[i * phentsize..];
+        let kind = u32_at(p, 0)?;
+        let (offset, vaddr, filesz) = (u64_at(p, 8)?, u64_at(p, 16)?, u64_at(p, 32)?);
+        match kind {
+            PT_LOAD => loads.push((vaddr, offset, filesz)),
+            PT_DYNAMIC => dynamic = Some((offset, filesz)),
+            _ => {}
+        }
+    }
+    let (dyn_off, dyn_size) = dynamic?;
+    let dynamic = read_at(&mut file, dyn_off, dyn_size.min(64 * 1024) as usize)?;
+    let (mut strtab, mut soname) = (None, None);
+    for entry in dynamic.chunks_exact(16) {
+        let (tag, value) = (u64_at(entry, 0)?, u64_at(entry, 8)?);
+        match tag {
+            DT_NULL => break,
+            DT_STRTAB => strtab = Some(value),
+            DT_SONAME => soname = Some(value),
+            _ => {}
+        }
+    }
+    // DT_STRTAB is a virtual address: map it to a file offset.
+    let strtab = strtab?;
+    let (vaddr, offset, _) = loads
+        .iter()
+        .find(|(v, _, size)| strtab >= *v && strtab < v + size)?;
+    let at = offset + (strtab - vaddr) + soname?;
+    let bytes = read_at(&mut file, at, 256).or_else(|| read_at(&mut file, at, 64))?;
+    let len = bytes.iter().position(|&b| b == 0)?;
+    String::from_utf8(bytes[..len].to_vec()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_sonames_of_host_libraries() {
+        for (path, want) in [
+            ("/lib/x86_64-linux-gnu/libc.so.6", "libc.so.6"),
+            ("/lib/x86_64-linux-gnu/libseccomp.so.2", "libseccomp.so.2"),
+        ] {
+            if Path::new(path).exists() {
+                assert_eq!(soname(Path::new(path)).as_deref(), Some(want));
+            }
+        }
+        assert_eq!(soname(Path::new("/etc/passwd")), None);
+        assert_eq!(soname(Path::new("/nonexistent")), None);
+    }
+}

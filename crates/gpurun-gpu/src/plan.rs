@@ -1,0 +1,376 @@
+//! Plan: exactly what a container gets, shaped like CDI's `containerEdits`.
+//! The same inventory, request and rootfs give a byte-identical plan.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use crate::caps::Capability;
+use crate::devlist::{DeviceRef, DeviceSelection};
+use crate::in_root::Rootfs;
+use crate::inventory::{DeviceNode, DriverFile, FileKind, Gpu, Inventory};
+use crate::ldcache::{self, Entry};
+use crate::request::Request;
+use crate::require::Facts;
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub driver_version: String,
+    pub gpus: Vec<PlannedGpu>,
+    pub capabilities: Vec<Capability>,
+    pub device_nodes: Vec<DeviceNode>,
+    pub mounts: Vec<PlannedMount>,
+    pub env: Vec<String>,
+    /// Entries added to the image's /etc/ld.so.cache (container paths).
+    pub ldcache: Vec<Entry>,
+    /// What replaces /proc/driver/nvidia inside the container.
+    pub proc_driver_nvidia: Option<ProcDriverNvidia>,
+    /// Indexes into hooks.prestart to remove (Docker's toolkit hook).
+    pub drop_prestart_hooks: Vec<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedGpu {
+    pub index: u32,
+    pub uuid: String,
+    pub minor: u32,
+    pub model: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedMount {
+    pub source: PathBuf,
+    pub destination: PathBuf,
+    pub options: Vec<String>,
+}
+
+/// Copies of the host's files, so the container sees the driver version
+/// but not the other GPUs, with `ModifyDeviceFiles` off so nothing inside
+/// tries to create device nodes.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcDriverNvidia {
+    pub params: String,
+    pub version: String,
+    pub registry: String,
+}
+
+/// Library directories of images, most specific first.
+const IMAGE_LIB_DIRS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib",
+];
+const IMAGE_LIB32_DIRS: &[&str] = &["/usr/lib/i386-linux-gnu", "/usr/lib32", "/lib32"];
+
+fn ro_options(exec: bool) -> Vec<String> {
+    let mut o = vec!["ro", "nosuid", "nodev", "bind"];
+    if !exec {
+        o.push("noexec");
+    }
+    o.into_iter().map(str::to_owned).collect()
+}
+
+/// The image's own library directory, resolved inside the rootfs. A symlink
+/// that points out of the rootfs resolves to inside it instead, so a hostile
+/// image gets its libraries at a harmless place, never on the host.
+pub fn image_lib_dir(rootfs: Option<&Rootfs>, compat32: bool) -> PathBuf {
+    let candidates = if compat32 {
+        IMAGE_LIB32_DIRS
+    } else {
+        IMAGE_LIB_DIRS
+    };
+    if let Some(rootfs) = rootfs {
+        for dir in candidates {
+            if let Some(real) = rootfs.real_dir(Path::new(dir)) {
+                return real;
+            }
+        }
+    }
+    PathBuf::from(if compat32 { "/usr/lib32" } else { "/usr/lib" })
+}
+
+fn no_gpu_error(what: &str, inv: &Inventory) -> anyhow::Error {
+    let have = match inv.gpus.len() {
+        0 => "this host has no GPUs".to_owned(),
+        1 => "this host has 0".to_owned(),
+        n => format!("this host has 0-{}", n - 1),
+    };
+    anyhow::anyhow!("NVIDIA_VISIBLE_DEVICES: no GPU {what:?} ({have})")
+}
+
+/// The GPUs a selection names, in inventory order.
+pub fn select_gpus<'a>(inv: &'a Inventory, devices: &DeviceSelection) -> Result<Vec<&'a Gpu>> {
+    let mut picked: BTreeSet<u32> = BTreeSet::new();
+    match devices {
+        DeviceSelection::Void | DeviceSelection::None => {}
+        DeviceSelection::All => picked.extend(inv.gpus.iter().map(|g| g.index)),
+        DeviceSelection::List(list) => {
+            for d in list {
+                let found: Vec<u32> = match d {
+                    DeviceRef::Index { index } => inv
+                        .gpus
+                        .iter()
+                        .find(|g| g.index == *index)
+                        .map(|g| vec![g.index])
+                        .ok_or_else(|| no_gpu_error(&index.to_string(), inv))?,
+                    DeviceRef::Uuid { uuid } => inv
+                        .gpus
+                        .iter()
+                        .find(|g| g.uuid.eq_ignore_ascii_case(uuid))
+                        .map(|g| vec![g.index])
+                        .ok_or_else(|| {
+                            let known: Vec<&str> = inv.gpus.iter().map(|g| g.uuid.as_str()).collect();
+                            anyhow::anyhow!(
+                                "NVIDIA_VISIBLE_DEVICES: no GPU {uuid:?} (this host has {})",
+                                if known.is_empty() { "no GPUs".to_owned() } else { known.join(", ") }
+                            )
+                        })?,
+                    DeviceRef::Cdi { kind, name } => {
+                        if kind != "nvidia.com/gpu" {
+                            bail!("CDI device {kind}={name}: gpurun provides nvidia.com/gpu devices only");
+                        }
+                        if name == "all" {
+                            inv.gpus.iter().map(|g| g.index).collect()
+                        } else {
+                            let by = DeviceSelection::List(vec![match name.parse::<u32>() {
+                                Ok(index) => DeviceRef::Index { index },
+                                Err(_) => DeviceRef::Uuid { uuid: name.clone() },
+                            }]);
+                            select_gpus(inv, &by)?.iter().map(|g| g.index).collect()
+                        }
+                    }
+                    DeviceRef::MigIndex { gpu, mig } => bail!(
+                        "NVIDIA_VISIBLE_DEVICES: MIG device {gpu}:{mig} not found (this host has no MIG devices enabled)"
+                    ),
+                    DeviceRef::MigUuid { uuid } => {
+                        let parent = inv
+                            .gpus
+                            .iter()
+                            .find(|g| g.migs.iter().any(|m| m.uuid == *uuid))
+                            .ok_or_else(|| {
+                                anyhow::anyhow!(
+                                    "NVIDIA_VISIBLE_DEVICES: no MIG device {uuid:?} on this host"
+                                )
+                            })?;
+                        vec![parent.index]
+                    }
+                };
+                picked.extend(found);
+            }
+        }
+    }
+    Ok(inv
+        .gpus
+        .iter()
+        .filter(|g| picked.contains(&g.index))
+        .collect())
+}
+
+/// Reads the host's /proc/driver/nvidia files for the masked copy.
+fn proc_copy(inv: &Inventory) -> Option<ProcDriverNvidia> {
+    let base = inv.roots.proc_root.join("driver/nvidia");
+    let read = |f: &str| std::fs::read_to_string(base.join(f)).unwrap_or_default();
+    let version = read("version");
+    if version.is_empty() {
+        return None;
+    }
+    let params = read("params")
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("ModifyDeviceFiles") {
+                "ModifyDeviceFiles: 0".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    Some(ProcDriverNvidia {
+        params,
+        version,
+        registry: read("registry"),
+    })
+}
+
+pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Plan> {
+    let gpus = select_gpus(inv, &req.devices)?;
+    for requirement in &req.requirements {
+        let host = Facts {
+            cuda: inv.cuda_version.as_deref(),
+            driver: Some(&inv.driver_version),
+            ..Facts::default()
+        };
+        if gpus.is_empty() {
+            requirement.check(&host)?;
+        }
+        for gpu in &gpus {
+            let name = format!("GPU {}", gpu.index);
+            requirement.check(&Facts {
+                arch: gpu.arch.as_deref(),
+                brand: gpu.brand.as_deref(),
+                gpu: Some(&name),
+                ..host.clone()
+            })?;
+        }
+    }
+
+    let caps = &req.capabilities;
+    let mut nodes: Vec<DeviceNode> = Vec::new();
+    for n in &inv.control_nodes {
+        let wanted = match n.path.as_str() {
+            "/dev/nvidiactl" => true,
+            "/dev/nvidia-uvm" | "/dev/nvidia-uvm-tools" => caps.contains(&Capability::Compute),
+            "/dev/nvidia-modeset" => {
+                caps.contains(&Capability::Display) || caps.contains(&Capability::Graphics)
+            }
+            _ => false,
+        };
+        if wanted {
+            nodes.push(n.clone());
+        }
+    }
+    for gpu in &gpus {
+        match &gpu.node {
+            Some(node) => nodes.push(node.clone()),
+            None => bail!(
+                "GPU {} ({}) has no device node {}/dev/nvidia{}: create it, or check --dev-root",
+                gpu.index,
+                gpu.uuid,
+                inv.roots.dev_root.display(),
+                gpu.minor
+            ),
+        }
+    }
+    nodes.sort();
+    nodes.dedup();
+
+    let rootfs_handle = rootfs.and_then(|p| Rootfs::open(p).ok());
+    let lib_dir = image_lib_dir(rootfs_handle.as_ref(), false);
+    let lib32_dir = image_lib_dir(rootfs_handle.as_ref(), true);
+    let mut mounts: Vec<PlannedMount> = Vec::new();
+    let mut ldcache_entries: Vec<Entry> = Vec::new();
+    let mut files: Vec<&DriverFile> = Vec::new();
+    for cap in caps {
+        if let Some(list) = inv.files.get(cap) {
+            files.extend(list.iter().filter(|f| {
+                // 32-bit libraries only with compat32.
+                !f.compat32 || caps.contains(&Capability::Compat32)
+            }));
+        }
+    }
+    if caps.contains(&Capability::Compat32) {
+        // compat32 brings the 32-bit builds of the other capabilities.
+        files.extend(inv.files.get(&Capability::Compat32).into_iter().flatten());
+    }
+    if !caps.is_empty() {
+        files.extend(inv.firmware.iter());
+    }
+    files.sort();
+    files.dedup();
+    for f in files {
+        let name = f
+            .host_path
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        match f.kind {
+            FileKind::Library => {
+                let dir = if f.compat32 { &lib32_dir } else { &lib_dir };
+                mounts.push(PlannedMount {
+                    source: f.host_path.clone(),
+                    destination: dir.join(&name),
+                    options: ro_options(false),
+                });
+                if let Some(soname) = &f.soname {
+                    if Path::new(soname) != name {
+                        mounts.push(PlannedMount {
+                            source: f.host_path.clone(),
+                            destination: dir.join(soname),
+                            options: ro_options(false),
+                        });
+                    }
+                    ldcache_entries.push(Entry {
+                        name: soname.clone(),
+                        path: dir.join(soname).to_string_lossy().into_owned(),
+                        flags: if f.compat32 {
+                            0x0003
+                        } else {
+                            ldcache::FLAG_X86_64_LIBC6
+                        },
+                        hwcap: 0,
+                    });
+                }
+            }
+            FileKind::Binary => mounts.push(PlannedMount {
+                source: f.host_path.clone(),
+                destination: Path::new("/usr/bin").join(&name),
+                options: ro_options(true),
+            }),
+            FileKind::Firmware | FileKind::Socket | FileKind::Directory => {
+                mounts.push(PlannedMount {
+                    source: f.host_path.clone(),
+                    destination: Path::new("/").join(&f.path_in_root),
+                    options: if f.kind == FileKind::Firmware {
+                        ro_options(false)
+                    } else {
+                        vec![
+                            "nosuid".into(),
+                            "nodev".into(),
+                            "noexec".into(),
+                            "bind".into(),
+                        ]
+                    },
+                })
+            }
+        }
+    }
+    mounts.sort_by(|a, b| a.destination.cmp(&b.destination));
+    mounts.dedup_by(|a, b| a.destination == b.destination);
+    ldcache_entries.sort_by(|a, b| a.name.cmp(&b.name));
+    ldcache_entries.dedup();
+
+    let mut env = Vec::new();
+    if req.sources.iter().any(|s| s != "env") || req.devices == DeviceSelection::All {
+        let list = if gpus.is_empty() {
+            "none".to_owned()
+        } else {
+            gpus.iter()
+                .map(|g| g.uuid.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        env.push(format!("NVIDIA_VISIBLE_DEVICES={list}"));
+    }
+    let cap_names: Vec<&str> = caps.iter().map(|c| c.name()).collect();
+    env.push(format!(
+        "NVIDIA_DRIVER_CAPABILITIES={}",
+        cap_names.join(",")
+    ));
+
+    Ok(Plan {
+        driver_version: inv.driver_version.clone(),
+        gpus: gpus
+            .iter()
+            .map(|g| PlannedGpu {
+                index: g.index,
+                uuid: g.uuid.clone(),
+                minor: g.minor,
+                model: g.model.clone(),
+            })
+            .collect(),
+        capabilities: caps.iter().copied().collect(),
+        device_nodes: nodes,
+        mounts,
+        env,
+        ldcache: ldcache_entries,
+        proc_driver_nvidia: proc_copy(inv),
+        drop_prestart_hooks: req.docker_hooks.clone(),
+    })
+}

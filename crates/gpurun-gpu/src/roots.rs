@@ -1,0 +1,170 @@
+//! Where the host's driver files, device nodes and procfs are.
+//!
+//! Each root is set by a global flag, else an environment variable
+//! (`GPURUN_DRIVER_ROOT`, `GPURUN_DEV_ROOT`, `GPURUN_PROC_ROOT`), else the
+//! config file (`$GPURUN_CONFIG`, else `$XDG_CONFIG_HOME/gpurun/config.toml`
+//! over `/etc/gpurun/config.toml`), else the default. An engine-launched
+//! runtime has no flags of ours, so the file is how it is configured:
+//!
+//! ```toml
+//! driver-root = "/usr/local/nvidia"
+//! dev-root = "/"
+//! proc-root = "/proc"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Roots {
+    pub driver_root: PathBuf,
+    pub dev_root: PathBuf,
+    pub proc_root: PathBuf,
+}
+
+impl Default for Roots {
+    fn default() -> Self {
+        Roots {
+            driver_root: PathBuf::from("/"),
+            dev_root: PathBuf::from("/"),
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// Roots given on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct RootFlags {
+    pub driver_root: Option<PathBuf>,
+    pub dev_root: Option<PathBuf>,
+    pub proc_root: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct ConfigFile {
+    driver_root: Option<PathBuf>,
+    dev_root: Option<PathBuf>,
+    proc_root: Option<PathBuf>,
+}
+
+/// The config files read, lowest precedence first.
+pub fn config_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    if let Some(path) = env("GPURUN_CONFIG") {
+        return vec![PathBuf::from(path)];
+    }
+    let mut files = vec![PathBuf::from("/etc/gpurun/config.toml")];
+    let xdg = env("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")));
+    if let Some(dir) = xdg {
+        files.push(dir.join("gpurun/config.toml"));
+    }
+    files
+}
+
+impl Roots {
+    /// Flags, then the environment, then the config files, then defaults.
+    pub fn resolve(flags: &RootFlags, env: &dyn Fn(&str) -> Option<String>) -> Result<Roots> {
+        let mut file = ConfigFile::default();
+        for path in config_files(env) {
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+            };
+            let parsed: ConfigFile = toml::from_str(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "{} is not a valid gpurun config: {}; the keys are driver-root, dev-root and proc-root",
+                    path.display(),
+                    e.message()
+                )
+            })?;
+            file.driver_root = parsed.driver_root.or(file.driver_root);
+            file.dev_root = parsed.dev_root.or(file.dev_root);
+            file.proc_root = parsed.proc_root.or(file.proc_root);
+        }
+        let pick =
+            |flag: &Option<PathBuf>, var: &str, from_file: Option<PathBuf>, default: PathBuf| {
+                flag.clone()
+                    .or_else(|| env(var).filter(|v| !v.is_empty()).map(PathBuf::from))
+                    .or(from_file)
+                    .unwrap_or(default)
+            };
+        let defaults = Roots::default();
+        Ok(Roots {
+            driver_root: pick(
+                &flags.driver_root,
+                "GPURUN_DRIVER_ROOT",
+                file.driver_root,
+                defaults.driver_root,
+            ),
+            dev_root: pick(
+                &flags.dev_root,
+                "GPURUN_DEV_ROOT",
+                file.dev_root,
+                defaults.dev_root,
+            ),
+            proc_root: pick(
+                &flags.proc_root,
+                "GPURUN_PROC_ROOT",
+                file.proc_root,
+                defaults.proc_root,
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    #[test]
+    fn flags_beat_env_beat_file() {
+        let dir = std::env::temp_dir().join(format!("roots-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("config.toml");
+        std::fs::write(
+            &cfg,
+            "driver-root = \"/from/file\"\ndev-root = \"/dev/file\"\nproc-root = \"/proc/file\"\n",
+        )
+        .unwrap();
+        let vars: HashMap<&str, String> = [
+            ("GPURUN_CONFIG", cfg.to_string_lossy().into_owned()),
+            ("GPURUN_DEV_ROOT", "/dev/env".into()),
+            ("GPURUN_PROC_ROOT", "/proc/env".into()),
+        ]
+        .into();
+        let env = |k: &str| vars.get(k).cloned();
+        let flags = RootFlags {
+            proc_root: Some("/proc/flag".into()),
+            ..Default::default()
+        };
+        let roots = Roots::resolve(&flags, &env).unwrap();
+        assert_eq!(roots.driver_root, PathBuf::from("/from/file"));
+        assert_eq!(roots.dev_root, PathBuf::from("/dev/env"));
+        assert_eq!(roots.proc_root, PathBuf::from("/proc/flag"));
+
+        std::fs::write(&cfg, "driver_root = 1").unwrap();
+        let err = Roots::resolve(&RootFlags::default(), &env).unwrap_err();
+        assert!(
+            err.to_string().contains("not a valid gpurun config"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn defaults_without_anything() {
+        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| "/nonexistent/config.toml".to_owned());
+        assert_eq!(
+            Roots::resolve(&RootFlags::default(), &env).unwrap(),
+            Roots::default()
+        );
+    }
+}

@@ -1,0 +1,138 @@
+//! `gpurun gpu info|list|plan|cdi`: read-only views of the GPU library.
+
+use std::fs;
+
+use anyhow::{Context, Result};
+use gpurun_gpu::{cdi, inventory, plan, request, Source};
+
+use crate::cli::GpuCommand;
+use crate::{gpu_roots, prepare, Ctx};
+
+pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
+    let roots = gpu_roots::resolve(&ctx.global)?;
+    match command {
+        GpuCommand::Info { json } => {
+            let inv = inventory::discover(&roots, Source::Auto)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&inv)?);
+                return Ok(());
+            }
+            println!("NVRM version:   {}", inv.driver_version);
+            println!(
+                "CUDA version:   {}",
+                inv.cuda_version.as_deref().unwrap_or("unknown")
+            );
+            println!("Source:         {}", inv.source);
+            for g in &inv.gpus {
+                println!();
+                println!("Device Index:   {}", g.index);
+                println!("Device Minor:   {}", g.minor);
+                println!("Model:          {}", g.model);
+                println!(
+                    "Brand:          {}",
+                    g.brand.as_deref().unwrap_or("unknown")
+                );
+                println!("GPU UUID:       {}", g.uuid);
+                println!("Bus Location:   {}", g.pci_bus_id);
+                println!("Architecture:   {}", g.arch.as_deref().unwrap_or("unknown"));
+                for m in &g.migs {
+                    println!("MIG Device:     {} {}", m.index, m.uuid);
+                }
+            }
+        }
+        GpuCommand::List { json } => {
+            let inv = inventory::discover(&roots, Source::Auto)?;
+            let mut nodes: Vec<_> = inv.control_nodes.clone();
+            nodes.extend(inv.gpus.iter().filter_map(|g| g.node.clone()));
+            nodes.extend(inv.other_nodes.iter().cloned());
+            if json {
+                let out = serde_json::json!({
+                    "driverVersion": inv.driver_version,
+                    "deviceNodes": nodes,
+                    "files": inv.files,
+                    "firmware": inv.firmware,
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(());
+            }
+            for n in &nodes {
+                println!("{}", n.host_path.display());
+            }
+            for (cap, files) in &inv.files {
+                for f in files {
+                    println!("{}\t{cap}", f.host_path.display());
+                }
+            }
+            for f in &inv.firmware {
+                println!("{}\tfirmware", f.host_path.display());
+            }
+        }
+        GpuCommand::Plan { bundle, json } => {
+            let spec = prepare::load_spec(&bundle)?;
+            let rootfs = prepare::rootfs_of(&spec, &bundle)?;
+            let req = request::from_spec(&spec)?;
+            if !req.wants_gpu() {
+                if json {
+                    println!("null");
+                } else {
+                    println!("no GPU requested: NVIDIA_VISIBLE_DEVICES is unset, empty or void");
+                }
+                return Ok(());
+            }
+            let inv = inventory::discover(&roots, Source::Procfs)?;
+            let plan = plan::make(&inv, &req, Some(&rootfs))?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+                return Ok(());
+            }
+            let gpus: Vec<String> = plan
+                .gpus
+                .iter()
+                .map(|g| format!("{} ({})", g.index, g.uuid))
+                .collect();
+            println!(
+                "GPUs:          {}",
+                if gpus.is_empty() {
+                    "none".into()
+                } else {
+                    gpus.join(", ")
+                }
+            );
+            let caps: Vec<&str> = plan.capabilities.iter().map(|c| c.name()).collect();
+            println!("Capabilities:  {}", caps.join(","));
+            for n in &plan.device_nodes {
+                println!("device         {} (c {}:{})", n.path, n.major, n.minor);
+            }
+            for m in &plan.mounts {
+                println!(
+                    "mount          {} <- {}",
+                    m.destination.display(),
+                    m.source.display()
+                );
+            }
+            for e in &plan.env {
+                println!("env            {e}");
+            }
+            for e in &plan.ldcache {
+                println!("ld.so.cache    {} => {}", e.name, e.path);
+            }
+            if plan.proc_driver_nvidia.is_some() {
+                println!("masked         /proc/driver/nvidia");
+            }
+        }
+        GpuCommand::Cdi { output } => {
+            let inv = inventory::discover(&roots, Source::Auto)?;
+            let text = serde_json::to_string_pretty(&cdi::spec(&inv))? + "\n";
+            match output {
+                Some(path) => {
+                    if let Some(dir) = path.parent() {
+                        fs::create_dir_all(dir).ok();
+                    }
+                    fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+                }
+                None => print!("{text}"),
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,17 @@
+//! The GPU roots for this invocation: flags, environment, config file.
+
+use anyhow::Result;
+use gpurun_gpu::{RootFlags, Roots};
+
+use crate::cli::GlobalFlags;
+
+pub fn resolve(flags: &GlobalFlags) -> Result<Roots> {
+    Roots::resolve(
+        &RootFlags {
+            driver_root: flags.driver_root.clone(),
+            dev_root: flags.dev_root.clone(),
+            proc_root: flags.proc_root.clone(),
+        },
+        &|key| std::env::var(key).ok(),
+    )
+}
