@@ -5,6 +5,7 @@
 //! (edits to the OCI spec). Every stage is a serde value that can be printed
 //! and tested without root.
 
+pub mod apply;
 pub mod caps;
 pub mod cdi;
 pub mod devlist;

@@ -69,6 +69,9 @@ const IMAGE_LIB_DIRS: &[&str] = &[
 ];
 const IMAGE_LIB32_DIRS: &[&str] = &["/usr/lib/i386-linux-gnu", "/usr/lib32", "/lib32"];
 
+/// Read-only, no setuid, no devices. Libraries and binaries must stay
+/// executable (a library on a noexec mount cannot be mapped); firmware and
+/// data need not.
 fn ro_options(exec: bool) -> Vec<String> {
     let mut o = vec!["ro", "nosuid", "nodev", "bind"];
     if !exec {
@@ -286,14 +289,14 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
                 mounts.push(PlannedMount {
                     source: f.host_path.clone(),
                     destination: dir.join(&name),
-                    options: ro_options(false),
+                    options: ro_options(true),
                 });
                 if let Some(soname) = &f.soname {
                     if Path::new(soname) != name {
                         mounts.push(PlannedMount {
                             source: f.host_path.clone(),
                             destination: dir.join(soname),
-                            options: ro_options(false),
+                            options: ro_options(true),
                         });
                     }
                     ldcache_entries.push(Entry {

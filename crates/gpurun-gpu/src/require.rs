@@ -91,9 +91,7 @@ pub fn parse(variable: &str, text: &str) -> Result<Requirement> {
 }
 
 fn parse_constraint(variable: &str, item: &str) -> Result<Constraint> {
-    let split = item
-        .find(|c: char| matches!(c, '=' | '!' | '<' | '>'))
-        .filter(|&i| i > 0);
+    let split = item.find(['=', '!', '<', '>']).filter(|&i| i > 0);
     let Some(at) = split else {
         bail!(
             "{variable}: {:?} is not \"key<op>value\" (e.g. cuda>=12.0)",

@@ -126,6 +126,29 @@ pub enum GpuCommand {
 pub struct RunArgs {
     #[command(flatten)]
     pub oci: liboci_cli::Run,
+
+    /// GPUs for the container: all, none, indexes (0,1) or UUIDs; the same
+    /// as setting NVIDIA_VISIBLE_DEVICES in config.json
+    #[arg(long)]
+    pub gpus: Option<String>,
+
+    /// Driver capabilities (NVIDIA_DRIVER_CAPABILITIES), e.g. compute,utility
+    #[arg(long)]
+    pub gpu_capabilities: Option<String>,
+}
+
+impl RunArgs {
+    /// The environment the GPU flags stand for.
+    pub fn gpu_env(&self) -> Vec<String> {
+        let mut env = Vec::new();
+        if let Some(gpus) = &self.gpus {
+            env.push(format!("NVIDIA_VISIBLE_DEVICES={gpus}"));
+        }
+        if let Some(caps) = &self.gpu_capabilities {
+            env.push(format!("NVIDIA_DRIVER_CAPABILITIES={caps}"));
+        }
+        env
+    }
 }
 
 /// `kill ID [SIGNAL]`: the signal defaults to SIGTERM, as in runc.

@@ -14,7 +14,8 @@ impl Executor for GpurunExecutor {
         // lost; the container process must start with none blocked.
         nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
             .map_err(|e| ExecutorError::Other(format!("reset the signal mask: {e}")))?;
-        tracing::debug!(target: "gpurun::steps", "exec: {:?}", spec.process().as_ref().and_then(|p| p.args().as_ref()));
+        let args = spec.process().as_ref().and_then(|p| p.args().as_ref());
+        tracing::debug!(target: "gpurun::steps", "9/9 exec {:?}", args.map(|a| a.join(" ")).unwrap_or_default());
         libcontainer::workload::default::get_executor().exec(spec)
     }
 

@@ -19,6 +19,7 @@ pub struct LaunchArgs<'a> {
     pub preserve_fds: i32,
     pub no_pivot: bool,
     pub detach: bool,
+    pub extra_env: &'a [String],
 }
 
 pub fn create(ctx: &Ctx, args: &LaunchArgs) -> Result<Container> {
@@ -26,7 +27,8 @@ pub fn create(ctx: &Ctx, args: &LaunchArgs) -> Result<Container> {
         root: &ctx.root,
         id: args.id,
         bundle: args.bundle,
-        systemd_cgroup: ctx.global.systemd_cgroup,
+        global: &ctx.global,
+        extra_env: args.extra_env,
     })?;
 
     let mut container = ContainerBuilder::new(args.id.to_owned(), SyscallType::default())

@@ -72,11 +72,47 @@ fn level_name(level: &Level) -> &'static str {
     }
 }
 
+/// When the last lifecycle step was logged. A static, so the container's
+/// intermediate and init processes (clones of this one) inherit it, and each
+/// step's duration runs from the previous step in whichever process.
+static LAST_STEP: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+
+/// Starts the lifecycle clock: the next step's duration counts from now.
+pub fn start_steps() {
+    if let Ok(mut last) = LAST_STEP.lock() {
+        *last = Some(std::time::Instant::now());
+    }
+}
+
+/// libcontainer's init events, numbered as gpurun's lifecycle steps.
+fn lifecycle_step(message: &str) -> Option<&'static str> {
+    match message {
+        "namespaces cloned" => Some("6/9 namespaces cloned"),
+        "rootfs prepared" => Some("7/9 rootfs prepared: mounts and device nodes carried out"),
+        "pivot_root done" => Some("8/9 pivot_root"),
+        _ => None,
+    }
+}
+
+fn step_elapsed() -> String {
+    let now = std::time::Instant::now();
+    let Ok(mut last) = LAST_STEP.lock() else {
+        return String::new();
+    };
+    let text = match *last {
+        Some(t) => format!(" ({:.2} ms)", now.duration_since(t).as_secs_f64() * 1000.0),
+        None => String::new(),
+    };
+    *last = Some(now);
+    text
+}
+
 impl LogLayer {
     fn enabled_for(&self, level: &Level, target: &str) -> bool {
-        let ours = target.starts_with("gpurun");
+        let ours = target.starts_with("gpurun") || target == "libcontainer::lifecycle";
         match (self.debug, ours) {
-            (true, _) => *level <= Level::DEBUG,
+            (true, true) => *level <= Level::DEBUG,
+            (true, false) => *level <= Level::INFO,
             (false, true) => *level <= Level::WARN,
             // Library internals (libcontainer's own error! calls) would
             // repeat our one error line in other words: only with --debug.
@@ -93,6 +129,15 @@ impl<S: Subscriber> Layer<S> for LogLayer {
         }
         let mut fields = Fields::default();
         event.record(&mut fields);
+        let target = meta.target();
+        if target == "libcontainer::lifecycle" {
+            match lifecycle_step(&fields.message) {
+                Some(step) => fields.message = format!("step {step}{}", step_elapsed()),
+                None => return,
+            }
+        } else if target == "gpurun::steps" {
+            fields.message = format!("step {}{}", fields.message, step_elapsed());
+        }
         let level = level_name(meta.level());
         let mut line = String::new();
         match self.format {

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use crate::{cgroup_path, containers};
+use crate::cli::GlobalFlags;
+use crate::{cgroup_path, containers, gpu_roots, logging};
+use gpurun_gpu::{apply, inventory, plan, request, Source};
 
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -76,7 +78,9 @@ pub struct CreateOptions<'a> {
     pub root: &'a Path,
     pub id: &'a str,
     pub bundle: &'a Path,
-    pub systemd_cgroup: bool,
+    pub global: &'a GlobalFlags,
+    /// `KEY=VALUE` added to the container's environment (`run --gpus`).
+    pub extra_env: &'a [String],
 }
 
 /// gpurun's working copy of a bundle. Dropping it removes the copy, which is
@@ -132,6 +136,13 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         root.set_path(rootfs);
     }
     apply_cgroup_path(&mut spec, opts)?;
+    add_env(&mut spec, opts.extra_env);
+    let rootfs = spec
+        .root()
+        .as_ref()
+        .map(|r| r.path().clone())
+        .unwrap_or_default();
+    apply_gpu(&mut spec, opts, &rootfs, &prepared.dir)?;
     apply_rootless(&mut spec)?;
 
     let config = prepared.dir.join("config.json");
@@ -142,12 +153,87 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     Ok(prepared)
 }
 
+fn add_env(spec: &mut Spec, extra: &[String]) {
+    if extra.is_empty() {
+        return;
+    }
+    if let Some(process) = spec.process_mut() {
+        let mut env = process.env().clone().unwrap_or_default();
+        for kv in extra {
+            let key = kv.split('=').next().unwrap_or_default();
+            env.retain(|e| e.split('=').next() != Some(key));
+            env.push(kv.clone());
+        }
+        process.set_env(Some(env));
+    }
+}
+
+/// The GPU flow: request → inventory → plan → apply, as spec edits that
+/// libcontainer carries out in the container's init. Runs before anything
+/// is cloned, so a bad request fails with nothing to clean up.
+fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Path) -> Result<()> {
+    logging::start_steps();
+    let req = request::from_spec(spec)?;
+    if !req.wants_gpu() {
+        if !req.docker_hooks.is_empty() {
+            // Docker's toolkit hook without a GPU request: nothing to do,
+            // and the hook must not run.
+            if let Some(hooks) = spec.hooks_mut() {
+                if let Some(prestart) = hooks.prestart().clone() {
+                    let kept: Vec<_> = prestart
+                        .into_iter()
+                        .enumerate()
+                        .filter(|(i, _)| !req.docker_hooks.contains(i))
+                        .map(|(_, h)| h)
+                        .collect();
+                    hooks.set_prestart((!kept.is_empty()).then_some(kept));
+                }
+            }
+        }
+        return Ok(());
+    }
+    let roots = gpu_roots::resolve(opts.global)?;
+    let inv = inventory::discover(&roots, Source::Procfs)?;
+    let plan = plan::make(&inv, &req, Some(rootfs))?;
+    let gpus: Vec<String> = plan
+        .gpus
+        .iter()
+        .map(|g| format!("{} {}", g.index, g.uuid))
+        .collect();
+    let caps: Vec<&str> = plan.capabilities.iter().map(|c| c.name()).collect();
+    tracing::debug!(
+        target: "gpurun::steps",
+        "1/9 GPU request resolved: GPUs [{}], capabilities {}, driver {}",
+        gpus.join(", "),
+        caps.join(","),
+        plan.driver_version
+    );
+    let applied = apply::apply(spec, &plan, rootfs, work_dir, &mut |step, a| match step {
+        2 => {
+            tracing::debug!(target: "gpurun::steps", "2/9 device nodes added: {} as {}", a.device_nodes, a.device_mode)
+        }
+        3 => {
+            tracing::debug!(target: "gpurun::steps", "3/9 cgroup rules set: {} allow rules", a.cgroup_rules)
+        }
+        4 => {
+            tracing::debug!(target: "gpurun::steps", "4/9 driver files mounted: {} read-only binds", a.file_mounts)
+        }
+        _ => {
+            tracing::debug!(target: "gpurun::steps", "5/9 linker cache written: {} entries", a.ldcache_entries)
+        }
+    })?;
+    if let Some(problem) = &applied.image_ldcache_problem {
+        tracing::debug!("the image's own ld.so.cache was not used: {problem}");
+    }
+    Ok(())
+}
+
 fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {
     let linux = spec.linux_mut().as_mut().expect("checked above");
     let path = cgroup_path::choose(
         linux.cgroups_path().as_deref(),
         opts.id,
-        opts.systemd_cgroup,
+        opts.global.systemd_cgroup,
     )?;
     linux.set_cgroups_path(Some(path));
     Ok(())

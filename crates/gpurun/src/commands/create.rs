@@ -15,6 +15,7 @@ pub fn create(ctx: &Ctx, args: Create) -> Result<()> {
             preserve_fds: args.preserve_fds,
             no_pivot: args.no_pivot,
             detach: true,
+            extra_env: &[],
         },
     )?;
     Ok(())

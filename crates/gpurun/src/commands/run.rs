@@ -16,6 +16,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
             let _ = nix::sys::prctl::set_child_subreaper(true);
         }
     }
+    let gpu_env = args.gpu_env();
     let mut container = launch::create(
         ctx,
         &LaunchArgs {
@@ -26,6 +27,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
             preserve_fds: oci.preserve_fds,
             no_pivot: oci.no_pivot,
             detach: oci.detach,
+            extra_env: &gpu_env,
         },
     )?;
     if let Err(e) = container.start() {

@@ -45,6 +45,8 @@ pub fn container_init_process(
     init_receiver: &mut channel::InitReceiver,
 ) -> Result<()> {
     let mut ctx = InitContext::try_from(args)?;
+    // gpurun patch: lifecycle events, timed by gpurun's --debug log.
+    tracing::debug!(target: "libcontainer::lifecycle", "namespaces cloned");
 
     setsid().map_err(|err| {
         tracing::error!(?err, "failed to setsid to create a session");
@@ -94,6 +96,7 @@ pub fn container_init_process(
                 tracing::error!(?err, "failed to prepare rootfs");
                 InitProcessError::RootFS(err)
             })?;
+        tracing::debug!(target: "libcontainer::lifecycle", "rootfs prepared");
 
         if let Some(hooks) = ctx.hooks {
             // send a request to the main process to run prestart and create_runtime hooks.
@@ -122,6 +125,7 @@ pub fn container_init_process(
         // use simple chroot. Scary things will happen if you try to pivot_root
         // in the host mount namespace...
         do_pivot_root(ctx.syscall.as_ref(), &ctx.ns, args.no_pivot, ctx.rootfs)?;
+        tracing::debug!(target: "libcontainer::lifecycle", "pivot_root done");
 
         // As we have changed the root mount, from here on
         // logs are no longer visible in journalctl

@@ -1,0 +1,243 @@
+//! Apply: the plan turned into edits of the OCI spec, which libcontainer
+//! carries out inside the container's init, between clone and pivot_root.
+//! No helper process runs: the linker cache is written here, natively.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use oci_spec::runtime::{
+    LinuxDeviceBuilder, LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxResources, Mount,
+    MountBuilder, Spec,
+};
+use serde::Serialize;
+
+use crate::in_root::Rootfs;
+use crate::ldcache;
+use crate::plan::Plan;
+
+/// Largest image ld.so.cache read; real ones are well under 1 MiB.
+const MAX_IMAGE_LDCACHE: u64 = 16 << 20;
+
+/// What applying did, for the numbered --debug steps.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Applied {
+    /// "node" (mknod by the runtime) or "bind" (host nodes bind-mounted).
+    pub device_mode: &'static str,
+    pub device_nodes: usize,
+    pub cgroup_rules: usize,
+    pub file_mounts: usize,
+    pub ldcache_entries: usize,
+    /// Why the image's own cache was not used, if it was not.
+    pub image_ldcache_problem: Option<String>,
+    pub hooks_dropped: usize,
+}
+
+fn bind(source: &Path, destination: &Path, options: &[String]) -> Result<Mount> {
+    Ok(MountBuilder::default()
+        .destination(destination)
+        .typ("bind")
+        .source(source)
+        .options(options.to_vec())
+        .build()?)
+}
+
+fn has_user_namespace(spec: &Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| {
+            ns.iter()
+                .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User)
+        })
+}
+
+/// Edits `spec` to carry out `plan`. Files the container needs (the linker
+/// cache, /proc/driver/nvidia copies) are written into `work_dir`, which
+/// only has to outlive the create: they are bind-mounted file by file.
+/// `on_step` is called after each phase, for the numbered --debug steps:
+/// 2 device nodes, 3 cgroup rules, 4 driver files, 5 linker cache.
+pub fn apply(
+    spec: &mut Spec,
+    plan: &Plan,
+    rootfs: &Path,
+    work_dir: &Path,
+    on_step: &mut dyn FnMut(u8, &Applied),
+) -> Result<Applied> {
+    let mut applied = Applied::default();
+    let userns = has_user_namespace(spec);
+    let mut mounts: Vec<Mount> = spec.mounts().clone().unwrap_or_default();
+
+    // Device nodes. Without a user namespace the runtime makes them with
+    // mknod; the device cgroup must then allow them, or they open with
+    // EPERM. In a user namespace mknod is not allowed: bind the host nodes.
+    let linux = spec.linux_mut().get_or_insert_with(Default::default);
+    if userns {
+        applied.device_mode = "bind";
+        for node in &plan.device_nodes {
+            mounts.push(bind(
+                &node.host_path,
+                Path::new(&node.path),
+                &["bind".into(), "nosuid".into(), "noexec".into()],
+            )?);
+        }
+    } else {
+        applied.device_mode = "node";
+        let mut devices = linux.devices().clone().unwrap_or_default();
+        for node in &plan.device_nodes {
+            devices.retain(|d| d.path() != Path::new(&node.path));
+            devices.push(
+                LinuxDeviceBuilder::default()
+                    .path(&node.path)
+                    .typ(LinuxDeviceType::C)
+                    .major(node.major as i64)
+                    .minor(node.minor as i64)
+                    .file_mode(node.file_mode)
+                    .uid(0u32)
+                    .gid(0u32)
+                    .build()?,
+            );
+        }
+        linux.set_devices(Some(devices));
+    }
+    applied.device_nodes = plan.device_nodes.len();
+    on_step(2, &applied);
+    // Allow rules live in the spec, so they are part of the container's
+    // cgroup from the start (and survive a systemd daemon-reload).
+    let mut resources: LinuxResources = linux.resources().clone().unwrap_or_default();
+    let mut rules = resources.devices().clone().unwrap_or_default();
+    for node in &plan.device_nodes {
+        rules.push(
+            LinuxDeviceCgroupBuilder::default()
+                .allow(true)
+                .typ(LinuxDeviceType::C)
+                .major(node.major as i64)
+                .minor(node.minor as i64)
+                .access("rwm")
+                .build()?,
+        );
+        applied.cgroup_rules += 1;
+    }
+    resources.set_devices(Some(rules));
+    linux.set_resources(Some(resources));
+    on_step(3, &applied);
+
+    // Driver files, read-only.
+    for m in &plan.mounts {
+        mounts.push(bind(&m.source, &m.destination, &m.options)?);
+    }
+    applied.file_mounts = plan.mounts.len();
+    on_step(4, &applied);
+
+    // /proc/driver/nvidia: a read-only tmpfs with copies of three files, so
+    // the container sees neither the other GPUs nor ModifyDeviceFiles=1.
+    // Only where the kernel module is loaded: otherwise there is nothing
+    // under the container's /proc to mask.
+    if let Some(copy) = &plan.proc_driver_nvidia {
+        if Path::new("/proc/driver/nvidia").is_dir() {
+            let dir = work_dir.join("proc-driver-nvidia");
+            fs::create_dir_all(&dir)?;
+            mounts.push(
+                MountBuilder::default()
+                    .destination("/proc/driver/nvidia")
+                    .typ("tmpfs")
+                    .source("tmpfs")
+                    .options(vec![
+                        "nosuid".into(),
+                        "nodev".into(),
+                        "noexec".into(),
+                        "mode=0555".into(),
+                    ])
+                    .build()?,
+            );
+            for (name, text) in [
+                ("params", &copy.params),
+                ("version", &copy.version),
+                ("registry", &copy.registry),
+            ] {
+                let file = dir.join(name);
+                fs::write(&file, text)?;
+                mounts.push(bind(
+                    &file,
+                    &Path::new("/proc/driver/nvidia").join(name),
+                    &[
+                        "bind".into(),
+                        "ro".into(),
+                        "nosuid".into(),
+                        "nodev".into(),
+                        "noexec".into(),
+                    ],
+                )?);
+            }
+        }
+    }
+
+    // The linker cache: the image's own (read inside the rootfs, never
+    // following a symlink out; a missing or corrupt one is fine) plus the
+    // injected libraries, written in glibc's format and bind-mounted
+    // read-only over /etc/ld.so.cache. The image's file is not touched.
+    if !plan.ldcache.is_empty() {
+        let image = match Rootfs::open(rootfs)
+            .and_then(|r| r.read(Path::new("/etc/ld.so.cache"), MAX_IMAGE_LDCACHE))
+        {
+            Ok(bytes) => match ldcache::parse(&bytes) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    applied.image_ldcache_problem = Some(e.to_string());
+                    Vec::new()
+                }
+            },
+            Err(e) => {
+                applied.image_ldcache_problem =
+                    Some(format!("image has no usable /etc/ld.so.cache: {e}"));
+                Vec::new()
+            }
+        };
+        let merged = ldcache::merge(image, &plan.ldcache);
+        let file: PathBuf = work_dir.join("ld.so.cache");
+        fs::write(&file, ldcache::write(&merged)).context("write the container's ld.so.cache")?;
+        mounts.push(bind(
+            &file,
+            Path::new("/etc/ld.so.cache"),
+            &[
+                "bind".into(),
+                "ro".into(),
+                "nosuid".into(),
+                "nodev".into(),
+                "noexec".into(),
+            ],
+        )?);
+        applied.ldcache_entries = merged.len();
+    }
+    spec.set_mounts(Some(mounts));
+    on_step(5, &applied);
+
+    // Environment: the plan's values win.
+    if let Some(process) = spec.process_mut() {
+        let mut env = process.env().clone().unwrap_or_default();
+        for kv in &plan.env {
+            let key = kv.split('=').next().unwrap_or_default();
+            env.retain(|e| e.split('=').next() != Some(key));
+            env.push(kv.clone());
+        }
+        process.set_env(Some(env));
+    }
+
+    // Docker's toolkit hook: gpurun has done its work; it must not run.
+    if !plan.drop_prestart_hooks.is_empty() {
+        if let Some(hooks) = spec.hooks_mut() {
+            if let Some(prestart) = hooks.prestart().clone() {
+                let kept: Vec<_> = prestart
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| !plan.drop_prestart_hooks.contains(i))
+                    .map(|(_, h)| h)
+                    .collect();
+                applied.hooks_dropped = plan.drop_prestart_hooks.len();
+                hooks.set_prestart(if kept.is_empty() { None } else { Some(kept) });
+            }
+        }
+    }
+    Ok(applied)
+}
