@@ -378,3 +378,28 @@ fn the_runtime_runs_from_a_sealed_memfd() {
     assert_eq!(status.code(), Some(137));
     assert!(rt.leftovers().is_empty());
 }
+
+#[test]
+fn the_default_spec_denies_devices_it_does_not_list() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("devdeny");
+    rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .ok();
+    let list = fs::read_to_string(format!("/sys/fs/cgroup/devices/gpurun/{id}/devices.list"));
+    // /dev/sda-like block devices are not reachable from inside.
+    let out = rt.run([
+        "exec",
+        &id,
+        "sh",
+        "-c",
+        "mknod /tmp/blk b 8 0 && head -c1 /tmp/blk",
+    ]);
+    rt.run(["delete", "--force", &id]).ok();
+    assert_ne!(out.code, 0, "a block device opened inside the container");
+    if let Ok(list) = list {
+        assert!(!list.lines().any(|l| l == "a *:* rwm"), "{list}");
+    }
+}

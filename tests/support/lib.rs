@@ -393,3 +393,84 @@ pub fn processes_mentioning(needle: &str) -> Vec<i32> {
         })
         .collect()
 }
+
+/// The fake GPU host, libcudart and the CUDA probe, built once per test
+/// binary by `scripts/gpu-fixtures.sh` (downloads are cached).
+pub struct GpuFixtures {
+    pub dir: PathBuf,
+}
+
+impl GpuFixtures {
+    pub fn get() -> &'static GpuFixtures {
+        static FIXTURES: std::sync::OnceLock<GpuFixtures> = std::sync::OnceLock::new();
+        FIXTURES.get_or_init(|| {
+            let dir = PathBuf::from(format!(
+                "/tmp/gpurun-test-gpu-fixtures-{}",
+                std::process::id()
+            ));
+            let out = run_cmd(
+                Command::new("sh")
+                    .arg(repo().join("scripts/gpu-fixtures.sh"))
+                    .arg(&dir),
+                Duration::from_secs(300),
+            );
+            assert_eq!(out.code, 0, "gpu-fixtures.sh: {}", out.stderr);
+            GpuFixtures { dir }
+        })
+    }
+
+    /// The global flags that point gpurun at the fake host.
+    pub fn flags(&self) -> Vec<String> {
+        let host = self.dir.join("host");
+        vec![
+            "--driver-root".into(),
+            host.join("driver").to_string_lossy().into_owned(),
+            "--dev-root".into(),
+            host.to_string_lossy().into_owned(),
+            "--proc-root".into(),
+            host.join("proc").to_string_lossy().into_owned(),
+        ]
+    }
+}
+
+impl Bundle {
+    /// A bundle with a minimal glibc rootfs (scripts/glibc-rootfs.sh), the
+    /// CUDA runtime at /opt/cudart and the probe at /usr/bin/cuda_probe.
+    pub fn glibc(user: Option<&TestUser>) -> Bundle {
+        let fixtures = GpuFixtures::get();
+        let scratch = Scratch::new("glibc");
+        let dir = scratch.path().join("bundle");
+        let script = format!(
+            "set -e; sh {repo}/scripts/glibc-rootfs.sh {dir}/rootfs; \
+             mkdir -p {dir}/rootfs/opt/cudart; cp {fx}/cudart/libcudart.so.12 {dir}/rootfs/opt/cudart/; \
+             cp {fx}/cuda_probe {dir}/rootfs/usr/bin/; cd {dir}; {gpurun} spec {rootless}; \
+             sed -i 's/\"terminal\": true/\"terminal\": false/' config.json",
+            repo = repo().display(),
+            dir = dir.display(),
+            fx = fixtures.dir.display(),
+            gpurun = gpurun_bin().display(),
+            rootless = if user.is_some() { "--rootless" } else { "" },
+        );
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script);
+        if let Some(user) = user {
+            chown(scratch.path(), user);
+            user.apply(&mut cmd);
+        }
+        run_cmd(&mut cmd, Duration::from_secs(60)).ok();
+        Bundle {
+            dir,
+            _scratch: scratch,
+        }
+    }
+
+    /// Sets the process args and environment (PATH plus `env`).
+    pub fn set_process(&self, args: &[&str], env: &[&str]) {
+        let mut full = vec!["PATH=/usr/sbin:/usr/bin:/sbin:/bin"];
+        full.extend_from_slice(env);
+        self.edit(|c| {
+            c["process"]["args"] = serde_json::json!(args);
+            c["process"]["env"] = serde_json::json!(full);
+        });
+    }
+}

@@ -2,7 +2,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use libcontainer::oci_spec::runtime::Spec;
+use libcontainer::oci_spec::runtime::{LinuxDeviceCgroupBuilder, Spec};
 
 /// Writes a starter config.json, as `runc spec` does; `--rootless` gives one
 /// with a user namespace that maps the caller to root.
@@ -12,7 +12,7 @@ pub fn spec(args: liboci_cli::Spec) -> Result<()> {
     if path.exists() {
         bail!("{} already exists: remove it first", path.display());
     }
-    let spec = if args.rootless {
+    let mut spec = if args.rootless {
         Spec::rootless(
             nix::unistd::getuid().as_raw(),
             nix::unistd::getgid().as_raw(),
@@ -20,6 +20,19 @@ pub fn spec(args: liboci_cli::Spec) -> Result<()> {
     } else {
         Spec::default()
     };
+    if !args.rootless {
+        // Deny every device by default, as runc's spec does: a new v1
+        // devices cgroup inherits its parent's "a *:* rwm" otherwise.
+        let deny_all = LinuxDeviceCgroupBuilder::default()
+            .allow(false)
+            .access("rwm")
+            .build()?;
+        if let Some(linux) = spec.linux_mut() {
+            let mut resources = linux.resources().clone().unwrap_or_default();
+            resources.set_devices(Some(vec![deny_all]));
+            linux.set_resources(Some(resources));
+        }
+    }
     let text = serde_json::to_string_pretty(&spec)?;
     fs::write(&path, text + "\n").with_context(|| format!("write {}", path.display()))
 }

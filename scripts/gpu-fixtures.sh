@@ -1,0 +1,27 @@
+#!/bin/sh
+# Everything the GPU tests and the demo need, under OUTDIR:
+#   OUTDIR/host          a fake GPU host (scripts/fake-gpu-host.sh), 2 GPUs
+#   OUTDIR/cudart/       libcudart.so.12 from PyPI's nvidia-cuda-runtime-cu12
+#   OUTDIR/cuda_probe    calls cudaGetDeviceCount, exits with its result
+# Downloads are cached in /var/cache/gpurun-fake-host.
+# Usage: scripts/gpu-fixtures.sh OUTDIR
+set -eu
+out=${1:?usage: gpu-fixtures.sh OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+sh "$here/fake-gpu-host.sh" "$out/host" 2 >/dev/null
+cache=${GPURUN_DEB_CACHE:-/var/cache/gpurun-fake-host}
+mkdir -p "$cache/pypi" "$out/cudart"
+if ! ls "$cache/pypi/"nvidia_cuda_runtime_cu12-*.whl >/dev/null 2>&1; then
+  python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
+    --python-version 3.11 nvidia-cuda-runtime-cu12==12.2.140 -d "$cache/pypi"
+fi
+python3 - "$cache/pypi" "$out/cudart" <<'PY'
+import glob, sys, zipfile
+wheel = sorted(glob.glob(sys.argv[1] + "/nvidia_cuda_runtime_cu12-*.whl"))[-1]
+with zipfile.ZipFile(wheel) as z:
+    name = [n for n in z.namelist() if n.endswith("/libcudart.so.12")][0]
+    open(sys.argv[2] + "/libcudart.so.12", "wb").write(z.read(name))
+PY
+cc -O2 -o "$out/cuda_probe" "$here/../tests/fixtures/cuda_probe.c" -ldl
+chmod -R a+rX "$out"

@@ -1,0 +1,571 @@
+//! Native GPU injection over the fake GPU host (NVIDIA's real 535 files,
+//! fake nodes, no kernel driver), as root and rootless. The exit codes are
+//! the fake host's ladders: nvidia-smi 127 (not injected), 12 (library not
+//! resolved), 9 (injected and resolved); cudaGetDeviceCount 35 (no
+//! libcuda), 100 (libcuda resolved).
+
+use std::fs;
+
+use gpurun_tests::*;
+use serde_json::json;
+
+/// Runs `args` in a fresh glibc container with `env`; returns the output.
+fn run_gpu(
+    who: &As,
+    env: &[&str],
+    args: &[&str],
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Ran {
+    let user = match who {
+        As::Root => None,
+        As::User(u) => Some(u),
+    };
+    let bundle = Bundle::glibc(user);
+    bundle.set_process(args, env);
+    bundle.edit(edit);
+    let rt = Runtime::as_who(who.clone());
+    let mut cmd_args = GpuFixtures::get().flags();
+    cmd_args.extend([
+        "run".into(),
+        "--bundle".into(),
+        bundle.dir.to_string_lossy().into_owned(),
+        unique("gpu"),
+    ]);
+    let out = rt.run(&cmd_args);
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    out
+}
+
+const NODES: &str = "for n in /dev/nvidiactl /dev/nvidia0 /dev/nvidia1 /dev/nvidia-uvm; do [ -c $n ] && echo $n; done; \
+                     nvidia-smi >/dev/null 2>&1; echo smi=$?";
+
+fn both() -> Vec<As> {
+    vec![As::Root, As::User(TestUser::get())]
+}
+
+fn lines(out: &Ran) -> Vec<&str> {
+    out.stdout.lines().collect()
+}
+
+#[test]
+fn unset_or_void_injects_nothing() {
+    require_root!();
+    for who in both() {
+        for env in [
+            &[][..],
+            &["NVIDIA_VISIBLE_DEVICES=void"][..],
+            &["NVIDIA_VISIBLE_DEVICES="][..],
+        ] {
+            let out = run_gpu(&who, env, &["sh", "-c", NODES], |_| {});
+            assert_eq!(lines(&out), ["smi=127"], "{env:?}: {}", out.stderr);
+        }
+    }
+}
+
+#[test]
+fn none_gives_the_driver_but_no_gpu() {
+    require_root!();
+    for who in both() {
+        let out = run_gpu(
+            &who,
+            &["NVIDIA_VISIBLE_DEVICES=none"],
+            &["sh", "-c", NODES],
+            |_| {},
+        );
+        let l = lines(&out);
+        assert!(l.contains(&"/dev/nvidiactl"), "{l:?} {}", out.stderr);
+        assert!(
+            !l.contains(&"/dev/nvidia0") && !l.contains(&"/dev/nvidia1"),
+            "{l:?}"
+        );
+        assert_ne!(l.last(), Some(&"smi=127"), "binary not injected: {l:?}");
+        assert_ne!(l.last(), Some(&"smi=12"), "library not resolved: {l:?}");
+    }
+}
+
+#[test]
+fn one_gpu_gets_its_node_only_and_nvidia_smi_reaches_the_driver() {
+    require_root!();
+    for who in both() {
+        let out = run_gpu(
+            &who,
+            &["NVIDIA_VISIBLE_DEVICES=0"],
+            &["sh", "-c", NODES],
+            |_| {},
+        );
+        let l = lines(&out);
+        assert!(
+            l.contains(&"/dev/nvidiactl") && l.contains(&"/dev/nvidia0"),
+            "{l:?} {}",
+            out.stderr
+        );
+        assert!(!l.contains(&"/dev/nvidia1"), "{l:?}");
+        assert_eq!(l.last(), Some(&"smi=9"), "{l:?}");
+    }
+}
+
+#[test]
+fn all_gets_every_node() {
+    require_root!();
+    for who in both() {
+        let out = run_gpu(
+            &who,
+            &["NVIDIA_VISIBLE_DEVICES=all"],
+            &["sh", "-c", NODES],
+            |_| {},
+        );
+        assert_eq!(
+            lines(&out),
+            [
+                "/dev/nvidiactl",
+                "/dev/nvidia0",
+                "/dev/nvidia1",
+                "/dev/nvidia-uvm",
+                "smi=9"
+            ],
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn capabilities_decide_libcuda() {
+    require_root!();
+    for who in both() {
+        let utility = run_gpu(
+            &who,
+            &["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility"],
+            &["sh", "-c", "ls /usr/lib/x86_64-linux-gnu/ | grep -E '^lib(nvidia-ml|cuda)\\.so\\.1$'; cuda_probe"],
+            |_| {},
+        );
+        assert_eq!(utility.code, 35, "{}", utility.stderr);
+        assert!(utility.stdout.contains("libnvidia-ml.so.1"));
+        assert!(
+            !utility.stdout.contains("libcuda.so.1"),
+            "{}",
+            utility.stdout
+        );
+
+        let compute = run_gpu(
+            &who,
+            &[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+            ],
+            &["cuda_probe"],
+            |_| {},
+        );
+        assert_eq!(compute.code, 100, "{} {}", compute.stdout, compute.stderr);
+        let none = run_gpu(&who, &[], &["cuda_probe"], |_| {});
+        assert_eq!(none.code, 35);
+    }
+}
+
+#[test]
+fn the_device_cgroup_allows_exactly_the_selected_nodes() {
+    require_root!();
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(&["sleep", "300"], &["NVIDIA_VISIBLE_DEVICES=1"]);
+    let rt = Runtime::new();
+    let id = unique("devcg");
+    let mut args = GpuFixtures::get().flags();
+    args.extend([
+        "run".into(),
+        "-d".into(),
+        "--bundle".into(),
+        bundle.dir.to_string_lossy().into_owned(),
+        id.clone(),
+    ]);
+    rt.run(&args).ok();
+    let list = fs::read_to_string(format!("/sys/fs/cgroup/devices/gpurun/{id}/devices.list"));
+    rt.run(["delete", "--force", &id]).ok();
+    let Ok(list) = list else { return }; // cgroup v2: rules are eBPF, not listed
+    let rules: Vec<&str> = list.lines().collect();
+    assert!(rules.contains(&"c 195:1 rwm"), "{rules:?}");
+    assert!(rules.contains(&"c 195:255 rwm"), "{rules:?}");
+    assert!(
+        !rules.iter().any(|r| r.starts_with("c 195:0 ")),
+        "{rules:?}"
+    );
+    assert!(
+        !rules.contains(&"a *:* rwm"),
+        "everything allowed: {rules:?}"
+    );
+}
+
+#[test]
+fn ldconfig_lists_the_injected_libraries_on_writable_and_read_only_roots() {
+    require_root!();
+    for who in both() {
+        for readonly in [false, true] {
+            let out = run_gpu(
+                &who,
+                &["NVIDIA_VISIBLE_DEVICES=0"],
+                &[
+                    "sh",
+                    "-c",
+                    "ldconfig -p; touch /probe 2>/dev/null && echo writable; exit 0",
+                ],
+                |c| c["root"]["readonly"] = readonly.into(),
+            );
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            for lib in ["libnvidia-ml.so.1", "libcuda.so.1", "libc.so.6"] {
+                assert!(
+                    out.stdout.contains(&format!(
+                        "\t{lib} (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/{lib}"
+                    )),
+                    "readonly={readonly}: {lib} missing: {}",
+                    out.stdout
+                );
+            }
+            assert_eq!(out.stdout.contains("writable"), !readonly);
+        }
+    }
+}
+
+#[test]
+fn the_images_own_cache_is_left_untouched() {
+    require_root!();
+    let bundle = Bundle::glibc(None);
+    let cache = bundle.rootfs().join("etc/ld.so.cache");
+    let before = fs::read(&cache).unwrap();
+    bundle.set_process(&["true"], &["NVIDIA_VISIBLE_DEVICES=0"]);
+    let rt = Runtime::new();
+    let mut args = GpuFixtures::get().flags();
+    args.extend([
+        "run".into(),
+        "--bundle".into(),
+        bundle.dir.to_string_lossy().into_owned(),
+        unique("cache"),
+    ]);
+    rt.run(&args).ok();
+    assert_eq!(fs::read(&cache).unwrap(), before);
+}
+
+#[test]
+fn no_helper_process_runs() {
+    require_root!();
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(&["/usr/bin/true"], &["NVIDIA_VISIBLE_DEVICES=0"]);
+    let rt = Runtime::new();
+    let scratch = Scratch::new("strace");
+    let trace = scratch.path().join("trace");
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args(["-f", "-qq", "-e", "trace=execve,execveat", "-o"])
+        .arg(&trace)
+        .arg(gpurun_bin())
+        .arg("--root")
+        .arg(&rt.root)
+        .args(GpuFixtures::get().flags())
+        .args(["run", "--bundle"])
+        .arg(&bundle.dir)
+        .arg(unique("strace"));
+    run_cmd(&mut cmd, TIMEOUT).ok();
+    let text = fs::read_to_string(&trace).unwrap();
+    let execs: Vec<&str> = text
+        .lines()
+        .filter(|l| (l.contains("execve(") || l.contains("execveat(")) && !l.contains("= -1"))
+        .collect();
+    let bin = gpurun_bin().to_string_lossy().into_owned();
+    // Ours: the first exec of the binary and its sealed re-exec. Theirs: the
+    // container's /usr/bin/true. Nothing else: no hook, no ldconfig.
+    assert_eq!(execs.len(), 3, "{execs:#?}");
+    assert!(
+        execs[0].contains(&format!("execve(\"{bin}\"")),
+        "{execs:#?}"
+    );
+    assert!(execs[1].contains("execveat("), "{execs:#?}");
+    assert!(execs[2].contains("execve(\"/usr/bin/true\""), "{execs:#?}");
+}
+
+#[test]
+fn docker_hook_is_dropped_and_injection_is_native() {
+    require_root!();
+    let out = run_gpu(
+        &As::Root,
+        &[
+            "NVIDIA_VISIBLE_DEVICES=0",
+            "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+        ],
+        &["sh", "-c", "nvidia-smi >/dev/null 2>&1; echo smi=$?"],
+        |c| {
+            c["hooks"] = json!({"prestart": [{
+                "path": "/usr/bin/nvidia-container-runtime-hook",
+                "args": ["nvidia-container-runtime-hook", "prestart"]
+            }]})
+        },
+    );
+    assert_eq!(out.stdout.trim(), "smi=9", "{}", out.stderr);
+}
+
+#[test]
+fn bad_gpu_requests_fail_cleanly_with_the_reason() {
+    require_root!();
+    for (env, want) in [
+        (
+            "NVIDIA_VISIBLE_DEVICES=7",
+            "NVIDIA_VISIBLE_DEVICES: no GPU \"7\" (this host has 0-1)",
+        ),
+        (
+            "NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-0000-0000-000000000000",
+            "no GPU \"GPU-00000000",
+        ),
+        ("NVIDIA_VISIBLE_DEVICES=GPU-../../etc", "is not a GPU UUID"),
+        (
+            "NVIDIA_REQUIRE_CUDA=cuda>=13.0",
+            "NVIDIA_REQUIRE_CUDA \"cuda>=13.0\": driver supports CUDA 12.2",
+        ),
+        (
+            "NVIDIA_DRIVER_CAPABILITIES=compute,teleport",
+            "unknown capability \"teleport\"",
+        ),
+    ] {
+        let mut e = vec![env];
+        if !env.starts_with("NVIDIA_VISIBLE") {
+            e.push("NVIDIA_VISIBLE_DEVICES=all");
+        }
+        let out = run_gpu(&As::Root, &e, &["true"], |_| {});
+        assert_eq!(out.code, 1, "{env}");
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(out.stderr.contains(want), "{env}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn hostile_images_get_safe_placement_and_nothing_on_the_host() {
+    require_root!();
+    let host_cache = fs::read("/etc/ld.so.cache").unwrap();
+    let cases: Vec<(&str, Box<dyn Fn(&std::path::Path)>)> = vec![
+        (
+            "libdir -> /",
+            Box::new(|r| {
+                fs::remove_dir_all(r.join("usr/lib/x86_64-linux-gnu")).ok();
+                std::os::unix::fs::symlink("/", r.join("usr/lib/x86_64-linux-gnu")).unwrap();
+            }),
+        ),
+        (
+            "libdir -> ../../..",
+            Box::new(|r| {
+                fs::remove_dir_all(r.join("usr/lib/x86_64-linux-gnu")).ok();
+                std::os::unix::fs::symlink("../../../../../..", r.join("usr/lib/x86_64-linux-gnu"))
+                    .unwrap();
+            }),
+        ),
+        (
+            "etc -> /",
+            Box::new(|r| {
+                fs::remove_dir_all(r.join("etc")).unwrap();
+                std::os::unix::fs::symlink("/", r.join("etc")).unwrap();
+            }),
+        ),
+        (
+            "ld.so.cache -> host file",
+            Box::new(|r| {
+                fs::remove_file(r.join("etc/ld.so.cache")).unwrap();
+                std::os::unix::fs::symlink("/etc/shadow", r.join("etc/ld.so.cache")).unwrap();
+            }),
+        ),
+        (
+            "ld.so.cache garbage",
+            Box::new(|r| {
+                fs::write(
+                    r.join("etc/ld.so.cache"),
+                    b"glibc-ld.so.cache1.1\xff\xff\xff\xff garbage",
+                )
+                .unwrap();
+            }),
+        ),
+    ];
+    for (name, break_image) in cases {
+        let bundle = Bundle::glibc(None);
+        let probe =
+            "ls /etc/shadow 2>/dev/null; cat /etc/ld.so.cache >/dev/null && echo cache-readable";
+        bundle.set_process(
+            &["/usr/bin/busybox", "sh", "-c", probe],
+            &["NVIDIA_VISIBLE_DEVICES=0", "LD_PRELOAD=/evil.so"],
+        );
+        break_image(&bundle.rootfs());
+        let rt = Runtime::new();
+        let mut args = GpuFixtures::get().flags();
+        args.extend([
+            "run".into(),
+            "--bundle".into(),
+            bundle.dir.to_string_lossy().into_owned(),
+            unique("hostile"),
+        ]);
+        let out = rt.run(&args);
+        assert!(
+            out.code == 0 || (out.code == 1 && out.stderr.lines().count() == 1),
+            "{name}: {} {}",
+            out.code,
+            out.stderr
+        );
+        // Nothing landed on the host.
+        assert_eq!(
+            fs::read("/etc/ld.so.cache").unwrap(),
+            host_cache,
+            "{name}: host cache changed"
+        );
+        for leaked in [
+            "/libnvidia-ml.so.1",
+            "/ld.so.cache",
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        ] {
+            assert!(
+                !std::path::Path::new(leaked).exists(),
+                "{name}: {leaked} created on the host"
+            );
+        }
+        assert!(
+            mounts_mentioning("libnvidia-ml").is_empty(),
+            "{name}: mount left on the host"
+        );
+        assert!(rt.leftovers().is_empty(), "{name}: {:?}", rt.leftovers());
+    }
+}
+
+#[test]
+fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
+    require_root!();
+    let rt = Runtime::new();
+    let mut args = GpuFixtures::get().flags();
+    args.extend(["gpu".into(), "list".into(), "--json".into()]);
+    let out = rt.run(&args);
+    out.ok();
+    let list: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let names = |cap: &str| -> Vec<String> {
+        let mut v: Vec<String> = list["files"][cap]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|f| {
+                        f["hostPath"]
+                            .as_str()
+                            .unwrap()
+                            .rsplit('/')
+                            .next()
+                            .unwrap()
+                            .to_owned()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let v = "535.309.01";
+    let want = |names: &[&str]| -> Vec<String> {
+        let mut w: Vec<String> = names.iter().map(|n| n.replace("VER", v)).collect();
+        w.sort();
+        w
+    };
+    // What Debian's 535 packages ship, by package: libnvidia-ml1, libnvidia-cfg1,
+    // nvidia-smi (utility); libcuda1, libcudadebugger1, libnvidia-allocator1,
+    // libnvidia-nvvm4, libnvidia-ptxjitcompiler1, nvidia-cuda-mps (compute);
+    // libnvidia-encode1 (video).
+    assert_eq!(
+        names("utility"),
+        want(&["libnvidia-cfg.so.VER", "libnvidia-ml.so.VER", "nvidia-smi"])
+    );
+    assert_eq!(
+        names("compute"),
+        want(&[
+            "libcuda.so.VER",
+            "libcudadebugger.so.VER",
+            "libnvidia-allocator.so.VER",
+            "libnvidia-nvvm.so.VER",
+            "libnvidia-ptxjitcompiler.so.VER",
+            "nvidia-cuda-mps-control",
+            "nvidia-cuda-mps-server",
+        ])
+    );
+    assert_eq!(names("video"), want(&["libnvidia-encode.so.VER"]));
+    let nodes: Vec<&str> = list["deviceNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    let mut nodes = nodes;
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        [
+            "/dev/nvidia-modeset",
+            "/dev/nvidia-uvm",
+            "/dev/nvidia-uvm-tools",
+            "/dev/nvidia0",
+            "/dev/nvidia1",
+            "/dev/nvidiactl"
+        ]
+    );
+    // SONAMEs come from the ELF files themselves.
+    let ml = list["files"]["utility"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["hostPath"].as_str().unwrap().contains("libnvidia-ml"))
+        .unwrap();
+    assert_eq!(ml["soname"], "libnvidia-ml.so.1");
+}
+
+#[test]
+fn gpu_info_and_plan_describe_the_host_and_the_bundle() {
+    require_root!();
+    let rt = Runtime::new();
+    let flags = GpuFixtures::get().flags();
+    let mut args = flags.clone();
+    args.extend(["gpu".into(), "info".into(), "--json".into()]);
+    let info: serde_json::Value = serde_json::from_str(&rt.run(&args).stdout).unwrap();
+    assert_eq!(info["driverVersion"], "535.309.01");
+    assert_eq!(info["cudaVersion"], "12.2");
+    assert_eq!(info["gpus"].as_array().unwrap().len(), 2);
+    assert_eq!(info["gpus"][1]["minor"], 1);
+
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(
+        &["true"],
+        &[
+            "NVIDIA_VISIBLE_DEVICES=1",
+            "NVIDIA_DRIVER_CAPABILITIES=utility",
+        ],
+    );
+    let mut args = flags.clone();
+    args.extend([
+        "gpu".into(),
+        "plan".into(),
+        bundle.dir.to_string_lossy().into_owned(),
+        "--json".into(),
+    ]);
+    let first = rt.run(&args);
+    first.ok();
+    let second = rt.run(&args);
+    assert_eq!(first.stdout, second.stdout, "plan is not deterministic");
+    let plan: serde_json::Value = serde_json::from_str(&first.stdout).unwrap();
+    assert_eq!(plan["gpus"][0]["uuid"], info["gpus"][1]["uuid"]);
+    let dests: Vec<&str> = plan["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["destination"].as_str().unwrap())
+        .collect();
+    assert!(
+        dests.contains(&"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"),
+        "{dests:?}"
+    );
+    assert!(!dests.iter().any(|d| d.contains("libcuda")), "{dests:?}");
+    for m in plan["mounts"].as_array().unwrap() {
+        let opts: Vec<&str> = m["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o.as_str().unwrap())
+            .collect();
+        assert!(
+            opts.contains(&"ro") && opts.contains(&"nosuid") && opts.contains(&"nodev"),
+            "{m}"
+        );
+    }
+}
