@@ -1,15 +1,35 @@
 #!/bin/sh
 # The one command that sets everything up and runs the demo: installs the
-# packages, builds gpurun, builds a busybox bundle and runs a container.
+# packages, builds gpurun, builds a fake GPU host from NVIDIA's real 535
+# user-space files (or uses the real driver when /proc/driver/nvidia exists),
+# and runs a GPU container with the numbered lifecycle steps (--debug).
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh
 cargo build --locked --release -p gpurun
 gpurun="$PWD/target/release/gpurun"
 work="${TMPDIR:-/tmp}/gpurun-demo"
-rm -rf "$work"
-sh scripts/busybox-bundle.sh "$work/bundle" "$gpurun" >/dev/null
-jq '.process.args = ["sh", "-c", "echo hello from a gpurun container: $(uname -n), pid $$, uid $(id -u)"]' \
+rm -rf "$work/bundle" "$work/state"
+mkdir -p "$work/bundle"
+if [ -d /proc/driver/nvidia/gpus ]; then
+  roots=""            # a real GPU host: the defaults find the driver
+else
+  sh scripts/gpu-fixtures.sh "$work/fixtures"
+  roots="--driver-root $work/fixtures/host/driver --dev-root $work/fixtures/host --proc-root $work/fixtures/host/proc"
+fi
+sh scripts/glibc-rootfs.sh "$work/bundle/rootfs"
+[ -f "$work/fixtures/cuda_probe" ] && cp "$work/fixtures/cuda_probe" "$work/bundle/rootfs/usr/bin/" \
+  && mkdir -p "$work/bundle/rootfs/opt/cudart" && cp "$work/fixtures/cudart/libcudart.so.12" "$work/bundle/rootfs/opt/cudart/"
+(cd "$work/bundle" && "$gpurun" spec)
+jq '.process.terminal = false
+    | .process.args = ["sh", "-c", "echo; echo inside: $(ls /dev/nvidia*)"
+        + "; ldconfig -p | grep -E \"libnvidia-ml|libcuda\\\\.\""
+        + "; nvidia-smi -L; echo nvidia-smi exit code: $?"
+        + "; if command -v cuda_probe >/dev/null; then cuda_probe; fi; true"]' \
   "$work/bundle/config.json" > "$work/config.json" && mv "$work/config.json" "$work/bundle/config.json"
-"$gpurun" --root "$work/state" run --bundle "$work/bundle" demo
-echo "exit code: $?"
+echo "== gpurun gpu info"
+$gpurun $roots gpu info
+echo
+echo "== gpurun --debug run --gpus 0 (no kernel driver on a fake host: nvidia-smi exits 9)"
+$gpurun $roots --root "$work/state" --debug run --gpus 0 --bundle "$work/bundle" demo 2>&1 \
+  | awk '!/^gpurun: / || /step [0-9]\/9/ || /gpurun: [^dwi]/'

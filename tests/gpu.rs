@@ -332,11 +332,14 @@ fn bad_gpu_requests_fail_cleanly_with_the_reason() {
     }
 }
 
+/// Turns a good rootfs into a hostile one.
+type ImageBreaker = Box<dyn Fn(&std::path::Path)>;
+
 #[test]
 fn hostile_images_get_safe_placement_and_nothing_on_the_host() {
     require_root!();
     let host_cache = fs::read("/etc/ld.so.cache").unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&std::path::Path)>)> = vec![
+    let cases: Vec<(&str, ImageBreaker)> = vec![
         (
             "libdir -> /",
             Box::new(|r| {

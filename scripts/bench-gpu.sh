@@ -1,0 +1,41 @@
+#!/bin/sh
+# GPU start cost, one interleaved run over the fake GPU host, `run` of `true`:
+#   gpurun            no GPU
+#   gpurun+gpu        one GPU, compute,utility (native injection)
+#   runc+cdi+ldconfig runc with the same mounts and devices written into
+#                     config.json plus a createContainer hook running
+#                     ldconfig (the CDI-mode toolkit's cost)
+# Prints medians, ratios to the last runtime, and gpurun's peak RSS.
+# Usage: scripts/bench-gpu.sh [ROUNDS]   (default 100)
+set -eu
+cd "$(dirname "$0")/.."
+rounds=${1:-100}
+sh scripts/install-deps.sh
+cargo build --locked --release -p gpurun >/dev/null 2>&1
+g="$PWD/target/release/gpurun"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sh scripts/gpu-fixtures.sh "$work/fx"
+roots="--driver-root $work/fx/host/driver --dev-root $work/fx/host --proc-root $work/fx/host/proc"
+for b in plain gpu runc; do
+  mkdir -p "$work/$b"
+  sh scripts/glibc-rootfs.sh "$work/$b/rootfs"
+  (cd "$work/$b" && "$g" spec)
+  jq '.process.terminal=false | .process.args=["/usr/bin/true"]' "$work/$b/config.json" > "$work/c" && mv "$work/c" "$work/$b/config.json"
+done
+jq '.process.env += ["NVIDIA_VISIBLE_DEVICES=0","NVIDIA_DRIVER_CAPABILITIES=compute,utility"]' \
+  "$work/gpu/config.json" > "$work/c" && mv "$work/c" "$work/gpu/config.json"
+# runc's bundle: gpurun's own plan, written as plain mounts/devices (as CDI
+# would), with the ldconfig hook the toolkit runs in CDI mode.
+$g $roots gpu plan "$work/gpu" --json > "$work/plan.json"
+jq --slurpfile p "$work/plan.json" --arg root "$work/runc/rootfs" '
+  .mounts += [$p[0].mounts[] | {destination, type: "bind", source, options}]
+  | .linux.devices = [$p[0].deviceNodes[] | {path, type: "c", major, minor, fileMode, uid: 0, gid: 0}]
+  | .linux.resources.devices += [$p[0].deviceNodes[] | {allow: true, type: "c", major, minor, access: "rwm"}]
+  | .hooks.createContainer = [{path: "/usr/sbin/ldconfig", args: ["ldconfig"]}]' \
+  "$work/runc/config.json" > "$work/c" && mv "$work/c" "$work/runc/config.json"
+cd "$work"
+python3 "$OLDPWD/scripts/bench_run.py" "$rounds" - \
+  "gpurun=$g --root $work/s1 run --bundle $work/plain" \
+  "gpurun+gpu=$g $roots --root $work/s2 run --bundle $work/gpu" \
+  "runc+cdi+ldconfig=runc --root $work/s3 run --bundle $work/runc"
