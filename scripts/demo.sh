@@ -33,3 +33,6 @@ echo
 echo "== gpurun --debug run --gpus 0 (no kernel driver on a fake host: nvidia-smi exits 9)"
 $gpurun $roots --root "$work/state" --debug run --gpus 0 --bundle "$work/bundle" demo 2>&1 \
   | awk '!/^gpurun: / || /step [0-9]\/9/ || /gpurun: [^dwi]/'
+echo
+echo "== gpurun gpu verify --gpus 0"
+$gpurun $roots --root "$work/state" gpu verify --gpus 0 || true

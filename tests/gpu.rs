@@ -572,3 +572,34 @@ fn gpu_info_and_plan_describe_the_host_and_the_bundle() {
         );
     }
 }
+
+#[test]
+fn gpu_verify_reports_what_the_container_saw() {
+    require_root!();
+    for who in both() {
+        let rt = Runtime::as_who(who.clone());
+        let mut args = GpuFixtures::get().flags();
+        args.extend(["gpu".into(), "verify".into(), "--gpus".into(), "1".into()]);
+        let out = rt.run(&args);
+        // The fake host has no kernel driver: verify says exactly that, and
+        // fails, since the container cannot see the GPU.
+        assert_eq!(out.code, 1, "{} {}", out.stdout, out.stderr);
+        assert!(
+            out.stdout
+                .contains("requested:  1 -> 1 GPU(s): GPU-5a1e0001"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("nvidia-smi exit code 9"),
+            "{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains("verdict:    no kernel driver"),
+            "{}",
+            out.stdout
+        );
+        assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+    }
+}

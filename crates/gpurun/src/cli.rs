@@ -113,6 +113,15 @@ pub enum GpuCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Run nvidia-smi -L in a throwaway container and compare with the host
+    Verify {
+        /// A rootfs holding glibc (default: one made from the host's libc)
+        #[arg(long)]
+        rootfs: Option<PathBuf>,
+        /// The GPUs to give the container (NVIDIA_VISIBLE_DEVICES syntax)
+        #[arg(long, default_value = "all")]
+        gpus: String,
+    },
     /// Write a CDI spec for this host
     Cdi {
         /// Write to this file instead of stdout

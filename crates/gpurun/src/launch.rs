@@ -20,9 +20,11 @@ pub struct LaunchArgs<'a> {
     pub no_pivot: bool,
     pub detach: bool,
     pub extra_env: &'a [String],
+    /// Where the container's stdout goes instead of ours (`gpu verify`).
+    pub stdout: Option<std::os::fd::OwnedFd>,
 }
 
-pub fn create(ctx: &Ctx, args: &LaunchArgs) -> Result<Container> {
+pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
     let prepared = prepare::prepare(&CreateOptions {
         root: &ctx.root,
         id: args.id,
@@ -31,7 +33,9 @@ pub fn create(ctx: &Ctx, args: &LaunchArgs) -> Result<Container> {
         extra_env: args.extra_env,
     })?;
 
-    let mut container = ContainerBuilder::new(args.id.to_owned(), SyscallType::default())
+    let mut builder = ContainerBuilder::new(args.id.to_owned(), SyscallType::default());
+    builder.stdout = args.stdout;
+    let mut container = builder
         .with_executor(GpurunExecutor)
         .with_pid_file(args.pid_file)?
         .with_console_socket(args.console_socket)
@@ -49,4 +53,30 @@ pub fn create(ctx: &Ctx, args: &LaunchArgs) -> Result<Container> {
     container.state.bundle = prepared.user_bundle.clone();
     container.save().context("save container state")?;
     Ok(container)
+}
+
+/// Creates, starts and waits for a container in the foreground; deletes it
+/// afterwards unless `keep`. Returns its exit code (128+N for signal N).
+pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) -> Result<i32> {
+    // Before any child exists, so no SIGCHLD can be lost.
+    crate::foreground::block_signals()?;
+    if subreaper {
+        // Orphans of a container without its own pid namespace come to us,
+        // and the wait loop reaps them.
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+    }
+    let id = args.id.to_owned();
+    let mut container = create(ctx, args)?;
+    if let Err(e) = container.start() {
+        let _ = container.delete(true);
+        return Err(e).with_context(|| format!("start container {id:?}"));
+    }
+    let init = container.pid().context("the container has no init pid")?;
+    let code = crate::foreground::wait_for_init(init);
+    if !keep {
+        container
+            .delete(true)
+            .with_context(|| format!("delete container {id:?}"))?;
+    }
+    code
 }

@@ -7,7 +7,7 @@ use crate::Ctx;
 pub fn create(ctx: &Ctx, args: Create) -> Result<()> {
     launch::create(
         ctx,
-        &LaunchArgs {
+        LaunchArgs {
             id: &args.container_id,
             bundle: &args.bundle,
             pid_file: args.pid_file.as_ref(),
@@ -16,6 +16,7 @@ pub fn create(ctx: &Ctx, args: Create) -> Result<()> {
             no_pivot: args.no_pivot,
             detach: true,
             extra_env: &[],
+            stdout: None,
         },
     )?;
     Ok(())

@@ -120,6 +120,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                 println!("masked         /proc/driver/nvidia");
             }
         }
+        GpuCommand::Verify { .. } => unreachable!("dispatched to verify::verify"),
         GpuCommand::Cdi { output } => {
             let inv = inventory::discover(&roots, Source::Auto)?;
             let text = serde_json::to_string_pretty(&cdi::spec(&inv))? + "\n";

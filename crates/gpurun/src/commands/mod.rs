@@ -16,6 +16,7 @@ pub mod spec;
 pub mod start;
 pub mod state;
 pub mod update;
+pub mod verify;
 
 use anyhow::Result;
 
@@ -40,6 +41,9 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Features(_) => features::features().map(|_| 0),
         Command::Spec(args) => spec::spec(args).map(|_| 0),
         Command::Events(args) => events::events(ctx, args).map(|_| 0),
+        Command::Gpu(crate::cli::GpuCommand::Verify { rootfs, gpus }) => {
+            verify::verify(ctx, rootfs, &gpus)
+        }
         Command::Gpu(args) => gpu::gpu(ctx, args).map(|_| 0),
     }
 }
