@@ -697,3 +697,106 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod fake_tree {
+    use std::process::Command;
+
+    use super::*;
+
+    /// A shared library with the given SONAME, built with the host's cc.
+    fn build_so(path: &Path, soname: &str) {
+        let src = path.with_extension("c");
+        fs::write(&src, "int gpurun_fake(void) { return 1; }\n").unwrap();
+        let status = Command::new("cc")
+            .args(["-shared", "-fPIC", &format!("-Wl,-soname,{soname}"), "-o"])
+            .arg(path)
+            .arg(&src)
+            .status()
+            .expect("cc (build-essential)");
+        assert!(status.success());
+        fs::remove_file(src).unwrap();
+    }
+
+    #[test]
+    fn discovers_only_libraries_of_the_driver_version() {
+        let root = std::env::temp_dir().join(format!("fake-tree-{}", std::process::id()));
+        let driver = root.join("driver");
+        let lib = driver.join("usr/lib64");
+        let bin = driver.join("usr/bin");
+        fs::create_dir_all(&lib).unwrap();
+        fs::create_dir_all(&bin).unwrap();
+        build_so(&lib.join("libnvidia-ml.so.999.88.77"), "libnvidia-ml.so.1");
+        build_so(&lib.join("libcuda.so.999.88.77"), "libcuda.so.1");
+        build_so(
+            &lib.join("libnvidia-nvvm.so.999.88.77"),
+            "libnvidia-nvvm.so.4",
+        );
+        // A leftover of another driver version and an unknown library.
+        build_so(&lib.join("libcuda.so.470.1.2"), "libcuda.so.1");
+        build_so(&lib.join("libfoo.so.999.88.77"), "libfoo.so.1");
+        fs::write(bin.join("nvidia-smi"), "#!/bin/sh\n").unwrap();
+        let proc_dir = root.join("proc/driver/nvidia");
+        fs::create_dir_all(proc_dir.join("gpus/0000:3b:00.0")).unwrap();
+        fs::write(
+            proc_dir.join("version"),
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  999.88.77  Mon Jan 1\n",
+        )
+        .unwrap();
+        fs::write(
+            proc_dir.join("gpus/0000:3b:00.0/information"),
+            "Model: \t\t NVIDIA A100-SXM4-40GB\nGPU UUID: \t GPU-11111111-2222-3333-4444-555555555555\nBus Location: \t 0000:3b:00.0\nDevice Minor: \t 4\n",
+        )
+        .unwrap();
+        let roots = Roots {
+            driver_root: driver.clone(),
+            dev_root: root.clone(),
+            proc_root: root.join("proc"),
+        };
+        let inv = discover(&roots, Source::Procfs).unwrap();
+        assert_eq!(inv.driver_version, "999.88.77");
+        assert_eq!(inv.source, "procfs");
+        assert_eq!(inv.gpus.len(), 1);
+        assert_eq!(inv.gpus[0].minor, 4);
+        assert_eq!(inv.gpus[0].arch.as_deref(), Some("8.0"));
+        assert!(
+            inv.gpus[0].node.is_none(),
+            "no /dev/nvidia4 in the fake tree"
+        );
+        let names = |cap| -> Vec<(String, Option<String>)> {
+            inv.files[&cap]
+                .iter()
+                .map(|f| {
+                    (
+                        f.path_in_root.to_string_lossy().into_owned(),
+                        f.soname.clone(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            names(Capability::Utility),
+            [
+                (
+                    "usr/lib64/libnvidia-ml.so.999.88.77".to_owned(),
+                    Some("libnvidia-ml.so.1".to_owned())
+                ),
+                ("usr/bin/nvidia-smi".to_owned(), None),
+            ]
+        );
+        assert_eq!(
+            names(Capability::Compute),
+            [
+                (
+                    "usr/lib64/libcuda.so.999.88.77".to_owned(),
+                    Some("libcuda.so.1".to_owned())
+                ),
+                (
+                    "usr/lib64/libnvidia-nvvm.so.999.88.77".to_owned(),
+                    Some("libnvidia-nvvm.so.4".to_owned())
+                ),
+            ]
+        );
+        let _ = fs::remove_dir_all(root);
+    }
+}
