@@ -129,10 +129,15 @@ pub fn select_gpus<'a>(inv: &'a Inventory, devices: &DeviceSelection) -> Result<
                         .find(|g| g.uuid.eq_ignore_ascii_case(uuid))
                         .map(|g| vec![g.index])
                         .ok_or_else(|| {
-                            let known: Vec<&str> = inv.gpus.iter().map(|g| g.uuid.as_str()).collect();
+                            let known: Vec<&str> =
+                                inv.gpus.iter().map(|g| g.uuid.as_str()).collect();
                             anyhow::anyhow!(
                                 "NVIDIA_VISIBLE_DEVICES: no GPU {uuid:?} (this host has {})",
-                                if known.is_empty() { "no GPUs".to_owned() } else { known.join(", ") }
+                                if known.is_empty() {
+                                    "no GPUs".to_owned()
+                                } else {
+                                    known.join(", ")
+                                }
                             )
                         })?,
                     DeviceRef::Cdi { kind, name } => {
@@ -149,9 +154,18 @@ pub fn select_gpus<'a>(inv: &'a Inventory, devices: &DeviceSelection) -> Result<
                             select_gpus(inv, &by)?.iter().map(|g| g.index).collect()
                         }
                     }
-                    DeviceRef::MigIndex { gpu, mig } => bail!(
-                        "NVIDIA_VISIBLE_DEVICES: MIG device {gpu}:{mig} not found (this host has no MIG devices enabled)"
-                    ),
+                    DeviceRef::MigIndex { gpu, mig } => {
+                        let parent = inv
+                            .gpus
+                            .iter()
+                            .find(|g| g.index == *gpu && g.migs.iter().any(|m| m.index == *mig))
+                            .ok_or_else(|| {
+                                anyhow::anyhow!(
+                                    "NVIDIA_VISIBLE_DEVICES: no MIG device {gpu}:{mig} (enable MIG and create instances, or pick a GPU index)"
+                                )
+                            })?;
+                        vec![parent.index]
+                    }
                     DeviceRef::MigUuid { uuid } => {
                         let parent = inv
                             .gpus
@@ -174,6 +188,50 @@ pub fn select_gpus<'a>(inv: &'a Inventory, devices: &DeviceSelection) -> Result<
         .iter()
         .filter(|g| picked.contains(&g.index))
         .collect())
+}
+
+/// The /dev/nvidia-caps nodes of the MIG devices a selection names.
+fn mig_nodes(inv: &Inventory, devices: &DeviceSelection) -> Vec<DeviceNode> {
+    let DeviceSelection::List(list) = devices else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for d in list {
+        for gpu in &inv.gpus {
+            for mig in &gpu.migs {
+                let hit = match d {
+                    DeviceRef::MigUuid { uuid } => mig.uuid == *uuid,
+                    DeviceRef::MigIndex { gpu: g, mig: m } => gpu.index == *g && mig.index == *m,
+                    _ => false,
+                };
+                if hit {
+                    out.extend(mig.nodes.iter().cloned());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The MIG config or monitor capability node, named by
+/// /proc/driver/nvidia/capabilities/mig/<which>'s DeviceFileMinor.
+fn mig_global_node(inv: &Inventory, which: &str) -> Option<DeviceNode> {
+    let access = inv
+        .roots
+        .proc_root
+        .join("driver/nvidia/capabilities/mig")
+        .join(which);
+    let text = std::fs::read_to_string(access).ok()?;
+    let minor: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("DeviceFileMinor:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    inv.other_nodes
+        .iter()
+        .find(|n| n.path == format!("/dev/nvidia-caps/nvidia-cap{minor}"))
+        .cloned()
 }
 
 /// Reads the host's /proc/driver/nvidia files for the masked copy.
@@ -249,6 +307,22 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
                 inv.roots.dev_root.display(),
                 gpu.minor
             ),
+        }
+    }
+    nodes.extend(mig_nodes(inv, &req.devices));
+    for (selection, which) in [(&req.mig_config, "config"), (&req.mig_monitor, "monitor")] {
+        if matches!(
+            selection,
+            Some(DeviceSelection::All | DeviceSelection::List(_))
+        ) {
+            match mig_global_node(inv, which) {
+                Some(node) => nodes.push(node),
+                None => bail!(
+                    "NVIDIA_MIG_{}_DEVICES: this host has no MIG {which} capability ({}/driver/nvidia/capabilities/mig/{which})",
+                    which.to_uppercase(),
+                    inv.roots.proc_root.display()
+                ),
+            }
         }
     }
     nodes.sort();
@@ -376,4 +450,136 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         proc_driver_nvidia: proc_copy(inv),
         drop_prestart_hooks: req.docker_hooks.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::inventory::MigDevice;
+    use crate::roots::Roots;
+
+    fn node(path: &str, major: u32, minor: u32) -> DeviceNode {
+        DeviceNode {
+            path: path.into(),
+            host_path: PathBuf::from(path),
+            major,
+            minor,
+            file_mode: 0o666,
+        }
+    }
+
+    fn inventory(proc_root: PathBuf) -> Inventory {
+        Inventory {
+            roots: Roots {
+                proc_root,
+                ..Roots::default()
+            },
+            source: "test".into(),
+            driver_version: "535.309.01".into(),
+            cuda_version: Some("12.2".into()),
+            gpus: vec![Gpu {
+                index: 0,
+                minor: 0,
+                uuid: "GPU-11111111-2222-3333-4444-555555555555".into(),
+                pci_bus_id: "0000:3b:00.0".into(),
+                model: "NVIDIA A100".into(),
+                arch: Some("8.0".into()),
+                brand: Some("nvidia".into()),
+                node: Some(node("/dev/nvidia0", 195, 0)),
+                migs: vec![MigDevice {
+                    index: 0,
+                    uuid: "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee".into(),
+                    gpu_instance: Some(1),
+                    compute_instance: Some(0),
+                    nodes: vec![
+                        node("/dev/nvidia-caps/nvidia-cap12", 508, 12),
+                        node("/dev/nvidia-caps/nvidia-cap13", 508, 13),
+                    ],
+                }],
+            }],
+            control_nodes: vec![node("/dev/nvidiactl", 195, 255)],
+            other_nodes: vec![
+                node("/dev/nvidia-caps/nvidia-cap1", 508, 1),
+                node("/dev/nvidia-caps/nvidia-cap2", 508, 2),
+            ],
+            files: BTreeMap::new(),
+            firmware: Vec::new(),
+        }
+    }
+
+    fn request(env: &[&str]) -> Request {
+        let mut spec = oci_spec::runtime::Spec::default();
+        let mut process = spec.process().clone().unwrap();
+        process.set_env(Some(env.iter().map(|s| s.to_string()).collect()));
+        spec.set_process(Some(process));
+        crate::request::from_spec(&spec).unwrap()
+    }
+
+    fn paths(plan: &Plan) -> Vec<&str> {
+        plan.device_nodes.iter().map(|n| n.path.as_str()).collect()
+    }
+
+    #[test]
+    fn mig_devices_bring_their_capability_nodes() {
+        let inv = inventory(PathBuf::from("/nonexistent"));
+        for sel in ["MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "0:0"] {
+            let plan = make(
+                &inv,
+                &request(&[&format!("NVIDIA_VISIBLE_DEVICES={sel}")]),
+                None,
+            )
+            .unwrap();
+            assert_eq!(
+                paths(&plan),
+                [
+                    "/dev/nvidia-caps/nvidia-cap12",
+                    "/dev/nvidia-caps/nvidia-cap13",
+                    "/dev/nvidia0",
+                    "/dev/nvidiactl"
+                ],
+                "{sel}"
+            );
+        }
+        let err = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0:5"]), None).unwrap_err();
+        assert!(err.to_string().contains("no MIG device 0:5"), "{err}");
+    }
+
+    #[test]
+    fn mig_config_and_monitor_nodes_come_from_procfs() {
+        let dir = std::env::temp_dir().join(format!("plan-mig-{}", std::process::id()));
+        let caps = dir.join("driver/nvidia/capabilities/mig");
+        std::fs::create_dir_all(&caps).unwrap();
+        std::fs::write(
+            caps.join("config"),
+            "DeviceFileMinor: 1\nDeviceFileMode: 256\n",
+        )
+        .unwrap();
+        std::fs::write(
+            caps.join("monitor"),
+            "DeviceFileMinor: 2\nDeviceFileMode: 292\n",
+        )
+        .unwrap();
+        let inv = inventory(dir.clone());
+        let plan = make(
+            &inv,
+            &request(&[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                "NVIDIA_MIG_CONFIG_DEVICES=all",
+                "NVIDIA_MIG_MONITOR_DEVICES=all",
+            ]),
+            None,
+        )
+        .unwrap();
+        let p = paths(&plan);
+        assert!(
+            p.contains(&"/dev/nvidia-caps/nvidia-cap1")
+                && p.contains(&"/dev/nvidia-caps/nvidia-cap2"),
+            "{p:?}"
+        );
+        let plain = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0"]), None).unwrap();
+        assert!(!paths(&plain).iter().any(|p| p.contains("nvidia-cap")));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
