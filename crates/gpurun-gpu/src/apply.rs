@@ -214,30 +214,45 @@ pub fn apply(
     on_step(5, &applied);
 
     // Environment: the plan's values win.
+    set_env(spec, &plan.env);
+    // Docker's toolkit hook: gpurun has done its work; it must not run.
+    applied.hooks_dropped = drop_prestart_hooks(spec, &plan.drop_prestart_hooks);
+    Ok(applied)
+}
+
+/// Sets `KEY=VALUE` entries in the container's environment, replacing any
+/// earlier value of the same key.
+pub fn set_env(spec: &mut Spec, entries: &[String]) {
+    if entries.is_empty() {
+        return;
+    }
     if let Some(process) = spec.process_mut() {
         let mut env = process.env().clone().unwrap_or_default();
-        for kv in &plan.env {
+        for kv in entries {
             let key = kv.split('=').next().unwrap_or_default();
             env.retain(|e| e.split('=').next() != Some(key));
             env.push(kv.clone());
         }
         process.set_env(Some(env));
     }
+}
 
-    // Docker's toolkit hook: gpurun has done its work; it must not run.
-    if !plan.drop_prestart_hooks.is_empty() {
-        if let Some(hooks) = spec.hooks_mut() {
-            if let Some(prestart) = hooks.prestart().clone() {
-                let kept: Vec<_> = prestart
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(i, _)| !plan.drop_prestart_hooks.contains(i))
-                    .map(|(_, h)| h)
-                    .collect();
-                applied.hooks_dropped = plan.drop_prestart_hooks.len();
-                hooks.set_prestart(if kept.is_empty() { None } else { Some(kept) });
-            }
-        }
-    }
-    Ok(applied)
+/// Removes the prestart hooks at `indexes`; returns how many went.
+pub fn drop_prestart_hooks(spec: &mut Spec, indexes: &[usize]) -> usize {
+    let Some(hooks) = spec.hooks_mut() else {
+        return 0;
+    };
+    let Some(prestart) = hooks.prestart().clone() else {
+        return 0;
+    };
+    let before = prestart.len();
+    let kept: Vec<_> = prestart
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !indexes.contains(i))
+        .map(|(_, h)| h)
+        .collect();
+    let dropped = before - kept.len();
+    hooks.set_prestart((!kept.is_empty()).then_some(kept));
+    dropped
 }

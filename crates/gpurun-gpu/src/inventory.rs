@@ -440,7 +440,9 @@ fn attach_mig_nodes(gpu: &mut Gpu, proc_root: &Path, nodes: &[DeviceNode]) {
     }
 }
 
-fn cap_node(access: &Path, nodes: &[DeviceNode]) -> Option<DeviceNode> {
+/// The /dev/nvidia-caps node named by a capability `access` file's
+/// `DeviceFileMinor`.
+pub(crate) fn cap_node(access: &Path, nodes: &[DeviceNode]) -> Option<DeviceNode> {
     let text = fs::read_to_string(access).ok()?;
     let minor: u32 = text
         .lines()

@@ -221,17 +221,7 @@ fn mig_global_node(inv: &Inventory, which: &str) -> Option<DeviceNode> {
         .proc_root
         .join("driver/nvidia/capabilities/mig")
         .join(which);
-    let text = std::fs::read_to_string(access).ok()?;
-    let minor: u32 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("DeviceFileMinor:"))?
-        .trim()
-        .parse()
-        .ok()?;
-    inv.other_nodes
-        .iter()
-        .find(|n| n.path == format!("/dev/nvidia-caps/nvidia-cap{minor}"))
-        .cloned()
+    crate::inventory::cap_node(&access, &inv.other_nodes)
 }
 
 /// Reads the host's /proc/driver/nvidia files for the masked copy.

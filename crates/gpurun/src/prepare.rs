@@ -136,7 +136,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         root.set_path(rootfs);
     }
     apply_cgroup_path(&mut spec, opts)?;
-    add_env(&mut spec, opts.extra_env);
+    apply::set_env(&mut spec, opts.extra_env);
     let rootfs = spec
         .root()
         .as_ref()
@@ -153,21 +153,6 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     Ok(prepared)
 }
 
-fn add_env(spec: &mut Spec, extra: &[String]) {
-    if extra.is_empty() {
-        return;
-    }
-    if let Some(process) = spec.process_mut() {
-        let mut env = process.env().clone().unwrap_or_default();
-        for kv in extra {
-            let key = kv.split('=').next().unwrap_or_default();
-            env.retain(|e| e.split('=').next() != Some(key));
-            env.push(kv.clone());
-        }
-        process.set_env(Some(env));
-    }
-}
-
 /// The GPU flow: request → inventory → plan → apply, as spec edits that
 /// libcontainer carries out in the container's init. Runs before anything
 /// is cloned, so a bad request fails with nothing to clean up.
@@ -175,21 +160,9 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
     logging::start_steps();
     let req = request::from_spec(spec)?;
     if !req.wants_gpu() {
-        if !req.docker_hooks.is_empty() {
-            // Docker's toolkit hook without a GPU request: nothing to do,
-            // and the hook must not run.
-            if let Some(hooks) = spec.hooks_mut() {
-                if let Some(prestart) = hooks.prestart().clone() {
-                    let kept: Vec<_> = prestart
-                        .into_iter()
-                        .enumerate()
-                        .filter(|(i, _)| !req.docker_hooks.contains(i))
-                        .map(|(_, h)| h)
-                        .collect();
-                    hooks.set_prestart((!kept.is_empty()).then_some(kept));
-                }
-            }
-        }
+        // Docker's toolkit hook without a GPU request: nothing to do, and
+        // the hook must not run.
+        apply::drop_prestart_hooks(spec, &req.docker_hooks);
         return Ok(());
     }
     let roots = gpu_roots::resolve(opts.global)?;
