@@ -244,6 +244,17 @@ impl Bundle {
             cmd.arg("-r");
         }
         cmd.arg(&dir).arg(gpurun_bin());
+        Self::run_builder(cmd, scratch, dir, user)
+    }
+
+    /// Runs a bundle-building command (as `user`, owning the scratch dir,
+    /// if given) and keeps the result.
+    fn run_builder(
+        mut cmd: Command,
+        scratch: Scratch,
+        dir: PathBuf,
+        user: Option<&TestUser>,
+    ) -> Bundle {
         if let Some(user) = user {
             chown(scratch.path(), user);
             user.apply(&mut cmd);
@@ -453,15 +464,7 @@ impl Bundle {
         );
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(script);
-        if let Some(user) = user {
-            chown(scratch.path(), user);
-            user.apply(&mut cmd);
-        }
-        run_cmd(&mut cmd, Duration::from_secs(60)).ok();
-        Bundle {
-            dir,
-            _scratch: scratch,
-        }
+        Self::run_builder(cmd, scratch, dir, user)
     }
 
     /// Sets the process args and environment (PATH plus `env`).

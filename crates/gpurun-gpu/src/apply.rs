@@ -43,6 +43,15 @@ fn bind(source: &Path, destination: &Path, options: &[String]) -> Result<Mount> 
         .build()?)
 }
 
+/// Options for the files gpurun writes for the container (the linker cache,
+/// the /proc/driver/nvidia copies): read-only data, nothing to run.
+fn read_only_file_bind() -> Vec<String> {
+    ["bind", "ro", "nosuid", "nodev", "noexec"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
 fn has_user_namespace(spec: &Spec) -> bool {
     spec.linux()
         .as_ref()
@@ -161,13 +170,7 @@ pub fn apply(
                 mounts.push(bind(
                     &file,
                     &Path::new("/proc/driver/nvidia").join(name),
-                    &[
-                        "bind".into(),
-                        "ro".into(),
-                        "nosuid".into(),
-                        "nodev".into(),
-                        "noexec".into(),
-                    ],
+                    &read_only_file_bind(),
                 )?);
             }
         }
@@ -200,13 +203,7 @@ pub fn apply(
         mounts.push(bind(
             &file,
             Path::new("/etc/ld.so.cache"),
-            &[
-                "bind".into(),
-                "ro".into(),
-                "nosuid".into(),
-                "nodev".into(),
-                "noexec".into(),
-            ],
+            &read_only_file_bind(),
         )?);
         applied.ldcache_entries = merged.len();
     }

@@ -150,7 +150,7 @@ fn binaries_for(cap: Capability) -> &'static [&'static str] {
     }
 }
 
-const LIB_DIRS_64: &[&str] = &[
+pub(crate) const LIB_DIRS_64: &[&str] = &[
     "usr/lib/x86_64-linux-gnu/nvidia/current",
     "usr/lib/x86_64-linux-gnu",
     "lib/x86_64-linux-gnu",

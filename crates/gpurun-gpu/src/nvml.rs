@@ -15,20 +15,13 @@ pub struct NvmlFacts {
     pub gpus: Vec<Gpu>,
 }
 
-/// `libnvidia-ml.so.1` under the driver root, where the inventory looks for
-/// libraries.
+/// `libnvidia-ml.so.1` in the directories where the inventory looks for
+/// the driver's libraries.
 pub fn library_in(driver_root: &Path) -> Option<PathBuf> {
-    [
-        "usr/lib/x86_64-linux-gnu/nvidia/current",
-        "usr/lib/x86_64-linux-gnu",
-        "usr/lib64",
-        "lib64",
-        "usr/lib",
-        "lib",
-    ]
-    .iter()
-    .map(|d| driver_root.join(d).join("libnvidia-ml.so.1"))
-    .find(|p| p.exists())
+    crate::inventory::LIB_DIRS_64
+        .iter()
+        .map(|d| driver_root.join(d).join("libnvidia-ml.so.1"))
+        .find(|p| p.exists())
 }
 
 pub fn query(driver_root: &Path) -> Option<NvmlFacts> {

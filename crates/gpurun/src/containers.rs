@@ -97,3 +97,14 @@ pub fn status_name(container: &Container) -> String {
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_else(|| container.status().to_string().to_lowercase())
 }
+
+/// The cgroup manager for a container's own cgroup, as libcontainer made it.
+pub fn cgroup_manager(container: &Container) -> Result<libcgroups::common::AnyCgroupManager> {
+    Ok(libcgroups::common::create_cgroup_manager(
+        libcgroups::common::CgroupConfig {
+            cgroup_path: container.spec()?.cgroup_path,
+            systemd_cgroup: container.systemd(),
+            container_name: container.id().to_owned(),
+        },
+    )?)
+}

@@ -67,10 +67,7 @@ pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) 
     }
     let id = args.id.to_owned();
     let mut container = create(ctx, args)?;
-    if let Err(e) = container.start() {
-        let _ = container.delete(true);
-        return Err(e).with_context(|| format!("start container {id:?}"));
-    }
+    start_or_delete(&mut container)?;
     let init = container.pid().context("the container has no init pid")?;
     let code = crate::foreground::wait_for_init(init);
     if !keep {
@@ -79,4 +76,15 @@ pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) 
             .with_context(|| format!("delete container {id:?}"))?;
     }
     code
+}
+
+/// Starts a created container; one that fails to start is deleted, so a
+/// failed `run` leaves nothing behind.
+pub fn start_or_delete(container: &mut Container) -> Result<()> {
+    if let Err(e) = container.start() {
+        let id = container.id().to_owned();
+        let _ = container.delete(true);
+        return Err(e).with_context(|| format!("start container {id:?}"));
+    }
+    Ok(())
 }

@@ -12,20 +12,17 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     containers::validate_id(id)?;
     let state_dir = containers::state_dir(&ctx.root, id);
     let creating = containers::creating_dir(&ctx.root, id);
-    if !containers::exists(&ctx.root, id) {
-        if args.force {
-            // What a create killed halfway may have left: its working copy
-            // and a state directory without state.
-            let _ = fs::remove_dir_all(&creating);
-            if state_dir.is_dir() {
-                fs::remove_dir_all(&state_dir)
-                    .with_context(|| format!("remove {}", state_dir.display()))?;
-            }
-            return Ok(());
+    if args.force && !containers::exists(&ctx.root, id) {
+        // What a create killed halfway may have left: its working copy and
+        // a state directory without state.
+        let _ = fs::remove_dir_all(&creating);
+        if state_dir.is_dir() {
+            fs::remove_dir_all(&state_dir)
+                .with_context(|| format!("remove {}", state_dir.display()))?;
         }
-        // Gives the "does not exist" error.
-        containers::load(&ctx.root, id)?;
+        return Ok(());
     }
+    // For a missing container, this is the "does not exist" error.
     let mut container = containers::load(&ctx.root, id)?;
     container.refresh_status()?;
     let status = container.status();
@@ -34,10 +31,7 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
             "container {id:?} is {status}: stop it first (\"gpurun kill {id}\"), or use \"gpurun delete --force {id}\""
         );
     }
-    if args.force
-        && container.status() != ContainerStatus::Stopped
-        && !containers::has_cgroup(&container)
-    {
+    if args.force && status != ContainerStatus::Stopped && !containers::has_cgroup(&container) {
         // Without a cgroup, killing init (and its pid namespace) is how a
         // rootless container is stopped.
         let _ = container.kill(Signal::try_from("KILL").expect("valid"), false);

@@ -11,12 +11,7 @@ use crate::{containers, Ctx};
 pub fn ps(ctx: &Ctx, args: Ps) -> Result<()> {
     let container = containers::load(&ctx.root, &args.container_id)?;
     let mut pids: Vec<i32> = if containers::has_cgroup(&container) {
-        let manager =
-            libcgroups::common::create_cgroup_manager(libcgroups::common::CgroupConfig {
-                cgroup_path: container.spec()?.cgroup_path,
-                systemd_cgroup: container.systemd(),
-                container_name: container.id().to_owned(),
-            })?;
+        let manager = containers::cgroup_manager(&container)?;
         manager.get_all_pids()?.iter().map(|p| p.as_raw()).collect()
     } else {
         container.pid().map(|p| p.as_raw()).into_iter().collect()

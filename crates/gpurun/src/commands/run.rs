@@ -1,4 +1,4 @@
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::cli::RunArgs;
 use crate::launch::{self, LaunchArgs};
@@ -22,9 +22,6 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         return launch::run_foreground(ctx, launch_args, !oci.no_subreaper, oci.keep);
     }
     let mut container = launch::create(ctx, launch_args)?;
-    if let Err(e) = container.start() {
-        let _ = container.delete(true);
-        return Err(e).with_context(|| format!("start container {:?}", oci.container_id));
-    }
+    launch::start_or_delete(&mut container)?;
     Ok(0)
 }

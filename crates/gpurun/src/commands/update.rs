@@ -63,11 +63,7 @@ pub fn update(ctx: &Ctx, args: Update) -> Result<()> {
             builder.build()?
         }
     };
-    let manager = libcgroups::common::create_cgroup_manager(libcgroups::common::CgroupConfig {
-        cgroup_path: container.spec()?.cgroup_path,
-        systemd_cgroup: container.systemd(),
-        container_name: container.id().to_owned(),
-    })?;
+    let manager = containers::cgroup_manager(&container)?;
     manager
         .apply(&ControllerOpt {
             resources: &resources,
