@@ -15,6 +15,7 @@ pub mod ldcache;
 pub mod nvml;
 pub mod require;
 pub mod roots;
+pub mod slurm;
 
 pub use caps::Capability;
 pub use inventory::{discover, Inventory, Source};

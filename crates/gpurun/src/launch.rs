@@ -22,6 +22,10 @@ pub struct LaunchArgs<'a> {
     pub extra_env: &'a [String],
     /// Where the container's stdout goes instead of ours (`gpu verify`).
     pub stdout: Option<std::os::fd::OwnedFd>,
+    /// A spec made on the fly (`run --rootfs`) instead of the bundle's.
+    pub spec: Option<libcontainer::oci_spec::runtime::Spec>,
+    /// Inside a Slurm job, no GPU request means the job's GPUs.
+    pub slurm_gpus_by_default: bool,
 }
 
 pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
@@ -31,6 +35,8 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
         bundle: args.bundle,
         global: &ctx.global,
         extra_env: args.extra_env,
+        slurm_gpus_by_default: args.slurm_gpus_by_default,
+        spec: args.spec,
     })?;
 
     let mut builder = ContainerBuilder::new(args.id.to_owned(), SyscallType::default());

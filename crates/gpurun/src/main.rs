@@ -1,5 +1,6 @@
 //! gpurun: a runc-compatible OCI runtime with native NVIDIA GPU support.
 
+mod adhoc;
 mod cgroup_path;
 mod cgroup_warmup;
 mod cli;
@@ -8,6 +9,7 @@ mod containers;
 mod executor;
 mod foreground;
 mod gpu_roots;
+mod idmap;
 mod launch;
 mod logging;
 mod prepare;
@@ -41,7 +43,12 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let result = state_root::resolve(cli.global.root.as_deref()).and_then(|root| {
+    // doctor reports a broken state directory instead of stopping at it.
+    let state = match cli.command {
+        cli::Command::Doctor { .. } => Ok(PathBuf::new()),
+        _ => state_root::resolve(cli.global.root.as_deref()),
+    };
+    let result = state.and_then(|root| {
         let ctx = Ctx {
             global: cli.global,
             root,

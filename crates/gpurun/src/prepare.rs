@@ -14,7 +14,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::cli::GlobalFlags;
 use crate::{cgroup_path, containers, gpu_roots, logging};
-use gpurun_gpu::{apply, inventory, plan, request, Source};
+use gpurun_gpu::{apply, inventory, plan, request, slurm, Source};
 
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -81,6 +81,11 @@ pub struct CreateOptions<'a> {
     pub global: &'a GlobalFlags,
     /// `KEY=VALUE` added to the container's environment (`run --gpus`).
     pub extra_env: &'a [String],
+    /// A spec made on the fly (`run --rootfs`) instead of `<bundle>/config.json`.
+    pub spec: Option<Spec>,
+    /// Inside a Slurm job, a container that asks for no GPU gets the job's
+    /// (`run --rootfs` without --gpus).
+    pub slurm_gpus_by_default: bool,
 }
 
 /// gpurun's working copy of a bundle. Dropping it removes the copy, which is
@@ -101,7 +106,10 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     containers::validate_id(opts.id)?;
     let user_bundle = fs::canonicalize(opts.bundle)
         .map_err(|_| anyhow::anyhow!("bundle {} does not exist", opts.bundle.display()))?;
-    let mut spec = load_spec(&user_bundle)?;
+    let mut spec = match &opts.spec {
+        Some(spec) => spec.clone(),
+        None => load_spec(&user_bundle)?,
+    };
     let rootfs = rootfs_of(&spec, &user_bundle)?;
     if spec.linux().is_none() {
         bail!("config.json has no \"linux\" section: gpurun runs Linux containers only");
@@ -158,15 +166,41 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
 /// is cloned, so a bad request fails with nothing to clean up.
 fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Path) -> Result<()> {
     logging::start_steps();
-    let req = request::from_spec(spec)?;
+    let mut req = request::from_spec(spec)?;
+    let mut inv = None;
+    if let Some(alloc) = slurm::from_env(|k| std::env::var(k).ok())? {
+        if req.wants_gpu() || opts.slurm_gpus_by_default {
+            let found = inventory::discover(&gpu_roots::resolve(opts.global)?, Source::Procfs)?;
+            let allowed = alloc.gpu_indexes(&found.gpus, may_open)?;
+            let selected: Vec<u32> = plan::select_gpus(&found, &req.devices)?
+                .iter()
+                .map(|g| g.index)
+                .collect();
+            req.devices = slurm::constrain(
+                &req.devices,
+                !opts.slurm_gpus_by_default,
+                &allowed,
+                &selected,
+                &alloc,
+            )?;
+            tracing::debug!(
+                "Slurm job {} ({}): GPUs {allowed:?} allocated",
+                alloc.job_id,
+                alloc.source
+            );
+            inv = Some(found);
+        }
+    }
     if !req.wants_gpu() {
         // Docker's toolkit hook without a GPU request: nothing to do, and
         // the hook must not run.
         apply::drop_prestart_hooks(spec, &req.docker_hooks);
         return Ok(());
     }
-    let roots = gpu_roots::resolve(opts.global)?;
-    let inv = inventory::discover(&roots, Source::Procfs)?;
+    let inv = match inv {
+        Some(inv) => inv,
+        None => inventory::discover(&gpu_roots::resolve(opts.global)?, Source::Procfs)?,
+    };
     let plan = plan::make(&inv, &req, Some(rootfs))?;
     let gpus: Vec<String> = plan
         .gpus
@@ -199,6 +233,16 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
         tracing::debug!("the image's own ld.so.cache was not used: {problem}");
     }
     Ok(())
+}
+
+/// Whether the device cgroup lets us open a GPU's node: under Slurm's
+/// ConstrainDevices, the GPUs of other jobs give EPERM.
+fn may_open(gpu: &gpurun_gpu::inventory::Gpu) -> bool {
+    let Some(node) = &gpu.node else { return true };
+    match fs::File::open(&node.host_path) {
+        Err(e) => e.raw_os_error() != Some(libc::EPERM),
+        Ok(_) => true,
+    }
 }
 
 fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {

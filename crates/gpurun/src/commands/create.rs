@@ -16,6 +16,8 @@ pub fn create(ctx: &Ctx, args: Create) -> Result<()> {
             no_pivot: args.no_pivot,
             detach: true,
             extra_env: &[],
+            spec: None,
+            slurm_gpus_by_default: false,
             stdout: None,
         },
     )?;

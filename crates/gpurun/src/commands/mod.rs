@@ -2,6 +2,7 @@
 
 pub mod create;
 pub mod delete;
+pub mod doctor;
 pub mod events;
 pub mod exec;
 pub mod features;
@@ -41,6 +42,7 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Features(_) => features::features().map(|_| 0),
         Command::Spec(args) => spec::spec(args).map(|_| 0),
         Command::Events(args) => events::events(ctx, args).map(|_| 0),
+        Command::Doctor { gpu } => doctor::doctor(ctx, gpu),
         Command::Gpu(crate::cli::GpuCommand::Verify { rootfs, gpus }) => {
             verify::verify(ctx, rootfs, &gpus)
         }

@@ -1,27 +1,120 @@
-use anyhow::Result;
+use std::path::Path;
 
+use anyhow::{Context, Result};
+use gpurun_gpu::in_root::Rootfs;
+
+use crate::adhoc::{self, AdhocOptions};
 use crate::cli::RunArgs;
+use crate::idmap::UserIds;
 use crate::launch::{self, LaunchArgs};
 use crate::Ctx;
 
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
-    let oci = &args.oci;
+    if args.rootfs.is_some() {
+        return run_rootfs(ctx, args);
+    }
+    if !args.command.is_empty() {
+        anyhow::bail!("a command after \"--\" needs --rootfs DIR; with a bundle the command is process.args in config.json");
+    }
     let gpu_env = args.gpu_env();
+    let id = args.container_id.as_deref().unwrap_or_default();
+    let bundle = args.bundle.clone().unwrap_or_else(|| ".".into());
     let launch_args = LaunchArgs {
-        id: &oci.container_id,
-        bundle: &oci.bundle,
-        pid_file: oci.pid_file.as_ref(),
-        console_socket: oci.console_socket.as_ref(),
-        preserve_fds: oci.preserve_fds,
-        no_pivot: oci.no_pivot,
-        detach: oci.detach,
+        id,
+        bundle: &bundle,
+        pid_file: args.pid_file.as_ref(),
+        console_socket: args.console_socket.as_ref(),
+        preserve_fds: args.preserve_fds,
+        no_pivot: args.no_pivot,
+        detach: args.detach,
         extra_env: &gpu_env,
+        spec: None,
+        slurm_gpus_by_default: false,
         stdout: None,
     };
-    if !oci.detach {
-        return launch::run_foreground(ctx, launch_args, !oci.no_subreaper, oci.keep);
+    finish(ctx, &args, launch_args)
+}
+
+fn finish(ctx: &Ctx, args: &RunArgs, launch_args: LaunchArgs) -> Result<i32> {
+    if !args.detach {
+        return launch::run_foreground(ctx, launch_args, !args.no_subreaper, args.keep);
     }
     let mut container = launch::create(ctx, launch_args)?;
     launch::start_or_delete(&mut container)?;
     Ok(0)
+}
+
+/// `run --rootfs DIR -- CMD`: no config.json; the spec is made here.
+fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
+    let dir = args.rootfs.as_deref().expect("checked by the caller");
+    let rootfs = std::fs::canonicalize(dir)
+        .ok()
+        .filter(|p| p.is_dir())
+        .with_context(|| format!("--rootfs {}: no such directory", dir.display()))?;
+    let volumes = args
+        .volumes
+        .iter()
+        .map(|v| adhoc::parse_volume(v))
+        .collect::<Result<Vec<_>>>()?;
+    let env = adhoc::resolve_env(&args.env, |k| std::env::var(k).ok())?;
+    let user = (!nix::unistd::geteuid().is_root()).then(UserIds::current);
+    let host_network = !args.private_network;
+    let host_files: Vec<&str> = if host_network {
+        image_regular_files(&rootfs, &["/etc/resolv.conf", "/etc/hosts"])
+    } else {
+        Vec::new()
+    };
+    let spec = adhoc::make_spec(&AdhocOptions {
+        rootfs: &rootfs,
+        command: &args.command,
+        env: &env,
+        workdir: args.workdir.as_deref(),
+        volumes: &volumes,
+        user: user.as_ref(),
+        keep_uid: args.keep_uid,
+        host_network,
+        host_files: &host_files,
+    })?;
+    let id = args
+        .container_id
+        .clone()
+        .unwrap_or_else(|| format!("gpurun-{}", std::process::id()));
+    let gpu_env = args.gpu_env();
+    let launch_args = LaunchArgs {
+        id: &id,
+        bundle: &rootfs,
+        pid_file: args.pid_file.as_ref(),
+        console_socket: args.console_socket.as_ref(),
+        preserve_fds: args.preserve_fds,
+        no_pivot: args.no_pivot,
+        detach: args.detach,
+        extra_env: &gpu_env,
+        spec: Some(spec),
+        slurm_gpus_by_default: args.gpus.is_none(),
+        stdout: None,
+    };
+    finish(ctx, &args, launch_args)
+}
+
+/// Which of `paths` are regular files in the image (not symlinks), so that
+/// the host's copies can be bound over them without following anything the
+/// image controls.
+fn image_regular_files<'a>(rootfs: &Path, paths: &[&'a str]) -> Vec<&'a str> {
+    let Ok(root) = Rootfs::open(rootfs) else {
+        return Vec::new();
+    };
+    paths
+        .iter()
+        .copied()
+        .filter(|p| Path::new(p).is_file())
+        .filter(|p| {
+            // No symlink on the way: the mount follows the same path.
+            let parent = Path::new(p).parent().unwrap_or(Path::new("/"));
+            root.real_dir(parent).as_deref() == Some(parent)
+                && root
+                    .open_in(Path::new(p), libc::O_PATH | libc::O_NOFOLLOW)
+                    .and_then(|f| f.metadata())
+                    .is_ok_and(|m| m.is_file())
+        })
+        .collect()
 }

@@ -117,6 +117,8 @@ fn run_smi(
             detach: false,
             extra_env: &[],
             stdout: Some(out.into()),
+            spec: None,
+            slurm_gpus_by_default: false,
         },
         true,
         false,
