@@ -132,7 +132,7 @@ pub fn run_cmd(cmd: &mut Command, timeout: Duration) -> Ran {
 }
 
 /// Who runs gpurun: root, or an unprivileged user.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub enum As {
     Root,
     User(TestUser),
@@ -295,7 +295,7 @@ impl Bundle {
 }
 
 /// An unprivileged user with subordinate id ranges, made once per host.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct TestUser {
     pub name: String,
     pub uid: u32,

@@ -127,9 +127,6 @@ pub fn make_spec(opts: &AdhocOptions) -> Result<Spec> {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
         format!("HOME={home}"),
     ];
-    if let Ok(term) = std::env::var("TERM") {
-        env.push(format!("TERM={term}"));
-    }
     for entry in opts.env {
         let key = entry.split('=').next().unwrap_or_default();
         env.retain(|e| e.split('=').next() != Some(key));
@@ -142,14 +139,18 @@ pub fn make_spec(opts: &AdhocOptions) -> Result<Spec> {
     value["process"]["user"] = json!({"uid": in_uid, "gid": in_gid});
     value["root"] = json!({"path": opts.rootfs, "readonly": false});
 
+    let namespaces = value["linux"]["namespaces"]
+        .as_array_mut()
+        .context("default namespaces")?;
     if opts.host_network {
         // The host's network and hostname: no network or UTS namespace.
-        if let Some(namespaces) = value["linux"]["namespaces"].as_array_mut() {
-            namespaces.retain(|ns| !matches!(ns["type"].as_str(), Some("network" | "uts")));
-        }
+        namespaces.retain(|ns| !matches!(ns["type"].as_str(), Some("network" | "uts")));
         if let Some(map) = value.as_object_mut() {
             map.remove("hostname");
         }
+    } else if !namespaces.iter().any(|ns| ns["type"] == "network") {
+        // The rootless default shares the network; --private-network not.
+        namespaces.push(json!({"type": "network"}));
     }
     let mounts = value["mounts"].as_array_mut().context("default mounts")?;
     for file in opts.host_files {

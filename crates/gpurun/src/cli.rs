@@ -89,6 +89,19 @@ pub enum Command {
     Spec(liboci_cli::Spec),
     /// Print container events and statistics
     Events(liboci_cli::Events),
+    /// Unpack an OCI layout, OCI archive or docker-save archive into a bundle
+    Import {
+        /// The image: an OCI layout directory, an OCI archive or a docker save archive
+        #[arg(required_unless_present = "remove")]
+        image: Option<PathBuf>,
+        /// Remove a bundle that import made (its files may belong to your
+        /// subordinate ids, which only gpurun's user namespace can delete)
+        #[arg(long)]
+        remove: bool,
+        /// The bundle directory to create (new or empty)
+        #[arg(short, long, value_name = "DIR")]
+        output: PathBuf,
+    },
     /// Check whether this user can run containers and GPU containers here
     Doctor {
         /// Also exit non-zero when a GPU container would get no GPU

@@ -7,6 +7,7 @@ pub mod events;
 pub mod exec;
 pub mod features;
 pub mod gpu;
+pub mod import;
 pub mod kill;
 pub mod list;
 pub mod pause;
@@ -42,6 +43,15 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Features(_) => features::features().map(|_| 0),
         Command::Spec(args) => spec::spec(args).map(|_| 0),
         Command::Events(args) => events::events(ctx, args).map(|_| 0),
+        Command::Import {
+            remove: true,
+            output,
+            ..
+        } => import::remove(&output),
+        Command::Import { image, output, .. } => import::import(
+            image.as_deref().unwrap_or(std::path::Path::new("")),
+            &output,
+        ),
         Command::Doctor { gpu } => doctor::doctor(ctx, gpu),
         Command::Gpu(crate::cli::GpuCommand::Verify { rootfs, gpus }) => {
             verify::verify(ctx, rootfs, &gpus)

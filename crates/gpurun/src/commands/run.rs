@@ -56,7 +56,12 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         .iter()
         .map(|v| adhoc::parse_volume(v))
         .collect::<Result<Vec<_>>>()?;
-    let env = adhoc::resolve_env(&args.env, |k| std::env::var(k).ok())?;
+    // The terminal type follows the user in; -e can still override it.
+    let mut env: Vec<String> = std::env::var("TERM")
+        .map(|t| format!("TERM={t}"))
+        .into_iter()
+        .collect();
+    env.extend(adhoc::resolve_env(&args.env, |k| std::env::var(k).ok())?);
     let user = (!nix::unistd::geteuid().is_root()).then(UserIds::current);
     let host_network = !args.private_network;
     let host_files: Vec<&str> = if host_network {

@@ -1,0 +1,636 @@
+//! HPC without root: `gpurun import`, `gpurun run --rootfs`, Slurm's GPU
+//! allocation and `gpurun doctor`, as root and as an unprivileged user.
+//! Test images are built by tests/fixtures/make_image.py.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use gpurun_tests::*;
+
+/// The good test image in all three formats, built once per test binary.
+fn images() -> &'static PathBuf {
+    static IMAGES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    IMAGES.get_or_init(|| {
+        let dir = PathBuf::from(format!("/tmp/gpurun-test-images-{}", std::process::id()));
+        run_cmd(
+            Command::new("python3")
+                .arg(repo().join("tests/fixtures/make_image.py"))
+                .arg("good")
+                .arg(&dir),
+            Duration::from_secs(60),
+        )
+        .ok();
+        // Readable by the test user too.
+        run_cmd(
+            Command::new("chmod").args(["-R", "a+rX"]).arg(&dir),
+            TIMEOUT,
+        )
+        .ok();
+        dir
+    })
+}
+
+/// Runs gpurun (no --root) as `who`, with extra environment.
+fn gpurun(who: &As, args: &[&str], env: &[(&str, &str)]) -> Ran {
+    let mut cmd = Command::new(gpurun_bin());
+    cmd.args(args);
+    if let As::User(user) = who {
+        user.apply(&mut cmd);
+        cmd.env("XDG_RUNTIME_DIR", user.runtime_dir());
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_cmd(&mut cmd, Duration::from_secs(60))
+}
+
+fn scratch_for(who: &As, prefix: &str) -> Scratch {
+    let scratch = Scratch::new(prefix);
+    if let As::User(user) = who {
+        chown(scratch.path(), user);
+    }
+    scratch
+}
+
+fn busybox_for(who: &As) -> Bundle {
+    match who {
+        As::Root => Bundle::busybox(),
+        As::User(u) => Bundle::busybox_rootless(u),
+    }
+}
+
+fn both() -> Vec<As> {
+    vec![As::Root, As::User(TestUser::get())]
+}
+
+/// path → "kind mode uid:gid [content|target]" for every entry under root.
+fn tree(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap().flatten() {
+            let path = e.path();
+            let m = fs::symlink_metadata(&path).unwrap();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let what = if m.is_dir() {
+                stack.push(path.clone());
+                "dir".to_owned()
+            } else if m.file_type().is_symlink() {
+                format!("link -> {}", fs::read_link(&path).unwrap().display())
+            } else if m.len() < 100 {
+                format!("file {:?}", fs::read_to_string(&path).unwrap())
+            } else {
+                format!("file {} bytes", m.len())
+            };
+            out.insert(
+                rel,
+                format!("{what} {:o} {}:{}", m.mode() & 0o7777, m.uid(), m.gid()),
+            );
+        }
+    }
+    out
+}
+
+fn expected_tree(owner_1000: u32) -> BTreeMap<String, String> {
+    let busybox = fs::metadata("/bin/busybox").unwrap().len();
+    let o = owner_1000;
+    [
+        ("a", "dir 755 R"),
+        ("a/keep", "file \"keep\\n\" 644 R"),
+        ("bin", "dir 755 R"),
+        ("bin/busybox", &format!("file {busybox} bytes 755 R")),
+        ("bin/sh", "link -> busybox 777 R"),
+        ("data", "dir 755 R"),
+        ("data/link", "file \"linked\\n\" 644 R"),
+        ("data/orig", "file \"linked\\n\" 644 R"),
+        ("dev", "dir 755 R"),
+        ("etc", "dir 755 R"),
+        ("etc/group", "file \"root:x:0:\\napp:x:1000:\\n\" 644 R"),
+        ("etc/motd", "file \"hello from layer 2\\n\" 644 R"),
+        (
+            "etc/passwd",
+            "file \"root:x:0:0:root:/root:/bin/sh\\napp:x:1000:1000::/home/app:/bin/sh\\n\" 644 R",
+        ),
+        ("home", "dir 755 R"),
+        ("home/app", &format!("dir 700 {o}:{o}")),
+        ("home/app/file", &format!("file \"mine\\n\" 600 {o}:{o}")),
+        ("opq", "dir 755 R"),
+        ("opq/new", "file \"new\\n\" 644 R"),
+        ("proc", "dir 755 R"),
+        ("ro", "dir 555 R"),
+        ("ro/inside", "file \"x\\n\" 644 R"),
+        ("ro/late", "file \"late\\n\" 644 R"),
+        ("sys", "dir 755 R"),
+        ("tmp", "dir 1777 R"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+#[test]
+fn import_gives_exactly_the_expected_tree_in_every_format() {
+    require_root!();
+    for who in both() {
+        let (root_owner, owner_1000) = match &who {
+            As::Root => ("0:0".to_owned(), 1000),
+            As::User(u) => (format!("{}:{}", u.uid, u.gid), u.subuid_start() + 999),
+        };
+        for format in ["layout", "image.oci.tar", "image.docker.tar"] {
+            let scratch = scratch_for(&who, "import");
+            let out_dir = scratch.path().join("bundle");
+            let out = gpurun(
+                &who,
+                &[
+                    "import",
+                    images().join(format).to_str().unwrap(),
+                    "-o",
+                    out_dir.to_str().unwrap(),
+                ],
+                &[],
+            );
+            assert_eq!(out.code, 0, "{format}: {}", out.stderr);
+            let expected: BTreeMap<String, String> = expected_tree(owner_1000)
+                .into_iter()
+                .map(|(k, v)| (k, v.replace(" R", &format!(" {root_owner}"))))
+                .collect();
+            let got = tree(&out_dir.join("rootfs"));
+            assert_eq!(got, expected, "{format} as {who:?}");
+            let rootfs = out_dir.join("rootfs");
+            assert_eq!(
+                fs::metadata(rootfs.join("data/orig")).unwrap().ino(),
+                fs::metadata(rootfs.join("data/link")).unwrap().ino(),
+                "data/link is a hard link"
+            );
+
+            // The written config runs as it is.
+            let config: serde_json::Value =
+                serde_json::from_slice(&fs::read(out_dir.join("config.json")).unwrap()).unwrap();
+            assert_eq!(
+                config["process"]["args"],
+                serde_json::json!(["sh", "-c", "cat /etc/motd"])
+            );
+            assert_eq!(config["process"]["cwd"], "/data");
+            let rt = Runtime::as_who(who.clone());
+            let ran = rt.run(["run", "--bundle", out_dir.to_str().unwrap(), &unique("imp")]);
+            assert_eq!(
+                (ran.code, ran.stdout.as_str()),
+                (0, "hello from layer 2\n"),
+                "{}",
+                ran.stderr
+            );
+
+            // And goes again, whatever owns its files.
+            let removed = gpurun(
+                &who,
+                &["import", "--remove", "-o", out_dir.to_str().unwrap()],
+                &[],
+            );
+            assert_eq!(removed.code, 0, "{}", removed.stderr);
+            assert!(!out_dir.exists());
+        }
+    }
+}
+
+#[test]
+fn rootless_import_keeps_image_owners_inside_the_user_namespace() {
+    require_root!();
+    let who = As::User(TestUser::get());
+    let scratch = scratch_for(&who, "owners");
+    let out_dir = scratch.path().join("b");
+    let image = images().join("image.docker.tar");
+    gpurun(
+        &who,
+        &[
+            "import",
+            image.to_str().unwrap(),
+            "-o",
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .ok();
+    let rootfs = out_dir.join("rootfs");
+    let ran = gpurun(
+        &who,
+        &[
+            "run",
+            "--rootfs",
+            rootfs.to_str().unwrap(),
+            "--",
+            "busybox",
+            "stat",
+            "-c",
+            "%u:%g %n",
+            "/home/app",
+            "/etc/passwd",
+        ],
+        &[],
+    );
+    assert_eq!(
+        (ran.code, ran.stdout.as_str()),
+        (0, "1000:1000 /home/app\n0:0 /etc/passwd\n"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn hostile_images_are_refused_and_nothing_is_written_outside() {
+    require_root!();
+    for who in both() {
+        let scratch = scratch_for(&who, "hostile");
+        let target = scratch.path().join("outside");
+        fs::create_dir(&target).unwrap();
+        if let As::User(u) = &who {
+            chown(&target, u);
+        }
+        let cases = scratch.path().join("cases");
+        run_cmd(
+            Command::new("python3")
+                .arg(repo().join("tests/fixtures/make_image.py"))
+                .arg("hostile")
+                .arg(&cases)
+                .arg(&target),
+            Duration::from_secs(60),
+        )
+        .ok();
+        run_cmd(
+            Command::new("chmod").args(["-R", "a+rX"]).arg(&cases),
+            TIMEOUT,
+        )
+        .ok();
+        for (case, reason) in [
+            ("dotdot", "has \"..\": it would escape the target directory"),
+            (
+                "absolute",
+                "is absolute: it would escape the target directory",
+            ),
+            (
+                "symlink-absolute",
+                "would be written through symlink \"evil\", which leaves the target directory",
+            ),
+            (
+                "symlink-relative",
+                "would be written through symlink \"evil\", which leaves the target directory",
+            ),
+            ("symlink-loop", "symlink loop"),
+            ("hardlink-outside", "has \"..\""),
+            ("bad-digest", "digest mismatch"),
+            ("blob-symlink", "(or it is a symlink)"),
+        ] {
+            let out_dir = scratch.path().join(format!("out-{case}"));
+            let out = gpurun(
+                &who,
+                &[
+                    "import",
+                    cases.join(case).to_str().unwrap(),
+                    "-o",
+                    out_dir.to_str().unwrap(),
+                ],
+                &[],
+            );
+            assert_eq!(out.code, 1, "{case} as {who:?}: {}", out.stderr);
+            let errors: Vec<&str> = out
+                .stderr
+                .lines()
+                .filter(|l| l.starts_with("gpurun: "))
+                .collect();
+            assert_eq!(errors.len(), 1, "{case}: {}", out.stderr);
+            assert!(errors[0].contains(reason), "{case}: {}", errors[0]);
+            assert!(!out_dir.exists(), "{case}: the output dir was left behind");
+            assert_eq!(
+                fs::read_dir(&target).unwrap().count(),
+                0,
+                "{case} wrote outside"
+            );
+        }
+    }
+}
+
+#[test]
+fn import_refuses_a_non_empty_output_and_a_missing_image() {
+    require_root!();
+    let scratch = Scratch::new("imparg");
+    fs::write(scratch.path().join("x"), "x").unwrap();
+    let out = gpurun(
+        &As::Root,
+        &[
+            "import",
+            images().join("layout").to_str().unwrap(),
+            "-o",
+            scratch.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("is not empty"), "{}", out.stderr);
+    assert!(scratch.path().join("x").exists());
+    let out = gpurun(
+        &As::Root,
+        &[
+            "import",
+            "/no/such/image",
+            "-o",
+            scratch.path().join("n").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("no such file or directory"),
+        "{}",
+        out.stderr
+    );
+    assert!(!scratch.path().join("n").exists());
+}
+
+#[test]
+fn run_rootfs_needs_no_config_and_shares_the_host_network() {
+    require_root!();
+    let host_net = fs::read_link("/proc/self/ns/net").unwrap();
+    for who in both() {
+        let bundle = busybox_for(&who);
+        fs::remove_file(bundle.dir.join("config.json")).unwrap();
+        let data = scratch_for(&who, "vol");
+        fs::write(data.path().join("in"), "from host\n").unwrap();
+        let volume = format!("{}:/data:ro", data.path().display());
+        let state = scratch_for(&who, "rstate");
+        let root = state.path().join("root");
+        let out = gpurun(
+            &who,
+            &[
+                "--root", root.to_str().unwrap(),
+                "run", "--rootfs", bundle.rootfs().to_str().unwrap(),
+                "-e", "GREETING=hi", "-w", "/tmp", "-v", &volume,
+                "--", "sh", "-c",
+                "id -u; echo $GREETING; pwd; cat /data/in; touch /data/x 2>/dev/null || echo ro; readlink /proc/self/ns/net; exit 3",
+            ],
+            &[],
+        );
+        assert_eq!(out.code, 3, "{who:?}: {}", out.stderr);
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            [
+                "0",
+                "hi",
+                "/tmp",
+                "from host",
+                "ro",
+                host_net.to_str().unwrap()
+            ],
+            "{who:?}"
+        );
+        let left: Vec<_> = fs::read_dir(&root)
+            .map(|d| d.flatten().count())
+            .into_iter()
+            .collect();
+        assert!(left.iter().all(|&n| n == 0), "{who:?}: state left behind");
+        if let As::User(u) = &who {
+            let kept = gpurun(
+                &who,
+                &[
+                    "run",
+                    "--rootfs",
+                    bundle.rootfs().to_str().unwrap(),
+                    "--keep-uid",
+                    "--",
+                    "id",
+                    "-u",
+                ],
+                &[],
+            );
+            assert_eq!(
+                (kept.code, kept.stdout.trim()),
+                (0, u.uid.to_string().as_str()),
+                "{}",
+                kept.stderr
+            );
+        }
+    }
+    let out = gpurun(
+        &As::Root,
+        &["run", "--rootfs", "/no/such/dir", "--", "true"],
+        &[],
+    );
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("--rootfs /no/such/dir: no such directory"),
+        "{}",
+        out.stderr
+    );
+    let out = gpurun(&As::Root, &["run", "--rootfs", "/tmp"], &[]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("needs a command after \"--\""),
+        "{}",
+        out.stderr
+    );
+}
+
+/// `run --rootfs` of a glibc rootfs over the fake GPU host, with `env`.
+fn gpu_run(who: &As, extra: &[&str], env: &[(&str, &str)], script: &str) -> Ran {
+    let user = match who {
+        As::Root => None,
+        As::User(u) => Some(u),
+    };
+    let bundle = Bundle::glibc(user);
+    let mut args: Vec<String> = GpuFixtures::get().flags();
+    args.extend([
+        "run".into(),
+        "--rootfs".into(),
+        bundle.rootfs().to_string_lossy().into_owned(),
+    ]);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["--".into(), "sh".into(), "-c".into(), script.into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    gpurun(who, &args, env)
+}
+
+const GPU_SCRIPT: &str =
+    "ls /dev/nvidia[0-9]* 2>/dev/null; nvidia-smi >/dev/null 2>&1; echo smi=$?";
+
+#[test]
+fn run_rootfs_with_gpus_as_a_user() {
+    require_root!();
+    let who = As::User(TestUser::get());
+    let out = gpu_run(&who, &["--gpus", "all"], &[], GPU_SCRIPT);
+    assert_eq!(
+        (out.code, out.stdout.lines().collect::<Vec<_>>()),
+        (0, vec!["/dev/nvidia0", "/dev/nvidia1", "smi=9"]),
+        "{}",
+        out.stderr
+    );
+    // No --gpus outside Slurm: no GPU.
+    let out = gpu_run(&who, &[], &[], GPU_SCRIPT);
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["smi=127"],
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn slurm_allocation_bounds_the_gpus() {
+    require_root!();
+    for who in both() {
+        let step = [("SLURM_JOB_ID", "77"), ("SLURM_STEP_GPUS", "1")];
+        // No --gpus: exactly the allocated GPU, by its device number.
+        let out = gpu_run(&who, &[], &step, GPU_SCRIPT);
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            ["/dev/nvidia1", "smi=9"],
+            "{}",
+            out.stderr
+        );
+        // "all" means all of the allocation.
+        let out = gpu_run(&who, &["--gpus", "all"], &step, GPU_SCRIPT);
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            ["/dev/nvidia1", "smi=9"],
+            "{}",
+            out.stderr
+        );
+        // Asking for more is refused.
+        let out = gpu_run(&who, &["--gpus", "0"], &step, GPU_SCRIPT);
+        assert_eq!(out.code, 1);
+        assert!(
+            out.stderr
+                .contains("GPU 0 is not allocated to Slurm job 77"),
+            "{}",
+            out.stderr
+        );
+        // A job without GPUs gets none, and "all" is an error.
+        let none = [("SLURM_JOB_ID", "78")];
+        let out = gpu_run(&who, &[], &none, GPU_SCRIPT);
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            ["smi=127"],
+            "{}",
+            out.stderr
+        );
+        let out = gpu_run(&who, &["--gpus", "all"], &none, GPU_SCRIPT);
+        assert_eq!(out.code, 1);
+        assert!(
+            out.stderr.contains("Slurm job 78 has no GPUs"),
+            "{}",
+            out.stderr
+        );
+        // CUDA_VISIBLE_DEVICES alone (no device constraint here): ordinal 1.
+        let cuda = [("SLURM_JOB_ID", "79"), ("CUDA_VISIBLE_DEVICES", "1")];
+        let out = gpu_run(&who, &[], &cuda, GPU_SCRIPT);
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            ["/dev/nvidia1", "smi=9"],
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn doctor_verdicts_match_what_a_container_does() {
+    require_root!();
+    let fixtures = GpuFixtures::get().flags();
+    let flags: Vec<&str> = fixtures.iter().map(String::as_str).collect();
+    for who in both() {
+        let doctor = gpurun(&who, &[&flags[..], &["doctor", "--gpu"]].concat(), &[]);
+        assert_eq!(doctor.code, 0, "{who:?}: {}", doctor.stdout);
+        assert!(
+            doctor.stdout.contains("verdict:  container: would run"),
+            "{}",
+            doctor.stdout
+        );
+        assert!(
+            doctor.stdout.contains("GPU container: would run with the driver files injected, but no kernel driver answers"),
+            "{}",
+            doctor.stdout
+        );
+        // And so it does: the container runs and nvidia-smi exits 9.
+        let out = gpu_run(&who, &["--gpus", "0"], &[], GPU_SCRIPT);
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            ["/dev/nvidia0", "smi=9"],
+            "{}",
+            out.stderr
+        );
+
+        // Without a driver: no GPU, and a GPU request fails the same way.
+        let no_driver = [
+            "--driver-root",
+            "/nonexistent",
+            "--proc-root",
+            "/nonexistent",
+        ];
+        let doctor = gpurun(&who, &[&no_driver[..], &["doctor", "--gpu"]].concat(), &[]);
+        assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+        assert!(
+            doctor.stdout.contains("GPU container: would NOT get a GPU"),
+            "{}",
+            doctor.stdout
+        );
+        let bundle = busybox_for(&who);
+        let out = gpurun(
+            &who,
+            &[
+                &no_driver[..],
+                &[
+                    "run",
+                    "--rootfs",
+                    bundle.rootfs().to_str().unwrap(),
+                    "--gpus",
+                    "0",
+                    "--",
+                    "true",
+                ],
+            ]
+            .concat(),
+            &[],
+        );
+        assert_eq!(out.code, 1);
+        assert!(
+            out.stderr.contains("no NVIDIA driver found"),
+            "{}",
+            out.stderr
+        );
+    }
+    // A state directory the user cannot write: doctor says no, and so does run.
+    let user = As::User(TestUser::get());
+    let doctor = gpurun(&user, &["--root", "/root/gpurun-forbidden", "doctor"], &[]);
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains("FAIL  state directory"),
+        "{}",
+        doctor.stdout
+    );
+    assert!(
+        doctor.stdout.contains("container: would NOT run"),
+        "{}",
+        doctor.stdout
+    );
+    let bundle = busybox_for(&user);
+    let out = gpurun(
+        &user,
+        &[
+            "--root",
+            "/root/gpurun-forbidden",
+            "run",
+            "--rootfs",
+            bundle.rootfs().to_str().unwrap(),
+            "--",
+            "true",
+        ],
+        &[],
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+}
