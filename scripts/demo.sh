@@ -2,7 +2,9 @@
 # The one command that sets everything up and runs the demo: installs the
 # packages, builds gpurun, builds a fake GPU host from NVIDIA's real 535
 # user-space files (or uses the real driver when /proc/driver/nvidia exists),
-# and runs a GPU container with the numbered lifecycle steps (--debug).
+# checks the host with `gpurun doctor`, and runs a GPU container straight
+# from a root filesystem (`run --rootfs`, no config.json) with the numbered
+# lifecycle steps (--debug).
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh
@@ -17,21 +19,19 @@ else
   sh scripts/gpu-fixtures.sh "$work/fixtures"
   roots="--driver-root $work/fixtures/host/driver --dev-root $work/fixtures/host --proc-root $work/fixtures/host/proc"
 fi
-sh scripts/glibc-rootfs.sh "$work/bundle/rootfs"
-[ -f "$work/fixtures/cuda_probe" ] && cp "$work/fixtures/cuda_probe" "$work/bundle/rootfs/usr/bin/" \
-  && mkdir -p "$work/bundle/rootfs/opt/cudart" && cp "$work/fixtures/cudart/libcudart.so.12" "$work/bundle/rootfs/opt/cudart/"
-(cd "$work/bundle" && "$gpurun" spec)
-jq '.process.terminal = false
-    | .process.args = ["sh", "-c", "echo; echo inside: $(ls /dev/nvidia*)"
-        + "; ldconfig -p | grep -E \"libnvidia-ml|libcuda\\\\.\""
-        + "; nvidia-smi -L; echo nvidia-smi exit code: $?"
-        + "; if command -v cuda_probe >/dev/null; then cuda_probe; fi; true"]' \
-  "$work/bundle/config.json" > "$work/config.json" && mv "$work/config.json" "$work/bundle/config.json"
+rootfs="$work/bundle/rootfs"
+sh scripts/glibc-rootfs.sh "$rootfs"
+[ -f "$work/fixtures/cuda_probe" ] && cp "$work/fixtures/cuda_probe" "$rootfs/usr/bin/" \
+  && mkdir -p "$rootfs/opt/cudart" && cp "$work/fixtures/cudart/libcudart.so.12" "$rootfs/opt/cudart/"
 echo "== gpurun gpu info"
 $gpurun $roots gpu info
 echo
-echo "== gpurun --debug run --gpus 0 (no kernel driver on a fake host: nvidia-smi exits 9)"
-$gpurun $roots --root "$work/state" --debug run --gpus 0 --bundle "$work/bundle" demo 2>&1 \
+echo "== gpurun doctor"
+$gpurun $roots doctor || true
+echo
+echo "== gpurun --debug run --rootfs DIR --gpus 0 -- CMD (no config.json; no kernel driver on a fake host: nvidia-smi exits 9)"
+$gpurun $roots --root "$work/state" --debug run --rootfs "$rootfs" --gpus 0 -- sh -c \
+  'echo; echo inside: $(ls /dev/nvidia*); ldconfig -p | grep -E "libnvidia-ml|libcuda\."; nvidia-smi -L; echo nvidia-smi exit code: $?; if command -v cuda_probe >/dev/null; then cuda_probe; fi; true' 2>&1 \
   | awk '!/^gpurun: / || /step [0-9]\/9/ || /gpurun: [^dwi]/'
 echo
 echo "== gpurun gpu verify --gpus 0"

@@ -8,3 +8,8 @@ cargo build --locked -p gpurun -p fake-nvml
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace
+# End-to-end suites against real engines and schedulers; each prints
+# "N passed, M failed" and fails the run if any check failed.
+for suite in integration/*.sh; do
+  sh "$suite" "$PWD/target/debug/gpurun"
+done

@@ -40,6 +40,11 @@ pub fn map_helpers() -> Option<(PathBuf, PathBuf)> {
     Some((find("newuidmap")?, find("newgidmap")?))
 }
 
+/// One id mapping line: (id in the container, id on the host, count).
+pub type IdMap = (u32, u32, u32);
+/// uid mappings and gid mappings.
+pub type IdMaps = (Vec<IdMap>, Vec<IdMap>);
+
 /// What the current user may map: uid, gid and their subordinate ranges.
 #[derive(Debug, Clone, Serialize)]
 pub struct UserIds {
@@ -76,7 +81,7 @@ impl UserIds {
     /// Container root is us; container ids 1.. are our first subordinate
     /// range, when we have one for both uids and gids and the helpers to
     /// write it. Returns (uid map, gid map) as (container, host, size).
-    pub fn root_mappings(&self) -> (Vec<(u32, u32, u32)>, Vec<(u32, u32, u32)>) {
+    pub fn root_mappings(&self) -> IdMaps {
         let mut uids = vec![(0, self.uid, 1)];
         let mut gids = vec![(0, self.gid, 1)];
         if let (Some(su), Some(sg), Some(_)) =
@@ -93,7 +98,7 @@ impl UserIds {
     /// root in the namespace before it switches to the process user, so
     /// container id 0 must be mapped: without a subordinate range this
     /// cannot work.
-    pub fn keep_mappings(&self) -> anyhow::Result<(Vec<(u32, u32, u32)>, Vec<(u32, u32, u32)>)> {
+    pub fn keep_mappings(&self) -> anyhow::Result<IdMaps> {
         let (Some(su), Some(sg), Some(_)) =
             (self.subuids.first(), self.subgids.first(), map_helpers())
         else {
@@ -154,7 +159,6 @@ mod tests {
                 start: 100000,
                 count: 50,
             }],
-            ..UserIds::current()
         };
         if map_helpers().is_none() {
             assert!(ids.keep_mappings().is_err());
