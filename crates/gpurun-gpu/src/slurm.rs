@@ -100,13 +100,10 @@ impl Allocation {
             Allocated::CudaVisible { entries } => {
                 let openable: Vec<&Gpu> = gpus.iter().filter(|g| may_open(g)).collect();
                 for entry in entries {
-                    let gpu = if crate::devlist::is_uuid(entry) {
-                        gpus.iter().find(|g| g.uuid.eq_ignore_ascii_case(entry))
-                    } else {
-                        entry
-                            .parse::<usize>()
-                            .ok()
-                            .and_then(|n| openable.get(n).copied())
+                    // An ordinal, or a UUID (GPU-...).
+                    let gpu = match entry.parse::<usize>() {
+                        Ok(n) => openable.get(n).copied(),
+                        Err(_) => gpus.iter().find(|g| g.uuid.eq_ignore_ascii_case(entry)),
                     };
                     let gpu = gpu.ok_or_else(|| {
                         anyhow::anyhow!(

@@ -109,6 +109,7 @@ fn unpack_reporting(
 ) -> Result<Stats> {
     let tty = std::io::stderr().is_terminal();
     let mut layer_bytes = 0u64;
+    let mut layer_size = None;
     let mut current = String::new();
     let mut total = 0usize;
     let mut report = |p: Progress| match p {
@@ -118,6 +119,7 @@ fn unpack_reporting(
             layer,
         } => {
             layer_bytes = 0;
+            layer_size = layer.size.filter(|&s| s > 0);
             total = count;
             let short: String = layer.digest.chars().take(19).collect();
             current = format!("layer {}/{count} {short}", index + 1);
@@ -129,7 +131,14 @@ fn unpack_reporting(
             layer_bytes += n;
             if tty {
                 let bar_len = 24;
-                let filled = ((layer_bytes >> 20) as usize) % (bar_len + 1);
+                // Compressed bytes read of the blob's size; docker-save
+                // layers have no size up front, so the bar just turns.
+                let filled = match layer_size {
+                    Some(size) => {
+                        ((layer_bytes * bar_len as u64) / size).min(bar_len as u64) as usize
+                    }
+                    None => ((layer_bytes >> 20) as usize) % (bar_len + 1),
+                };
                 eprint!(
                     "\r\x1b[K{current} [{}{}] {:.1} MiB",
                     "#".repeat(filled),
