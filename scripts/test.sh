@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh
-cargo build --locked -p gpurun -p fake-nvml
+cargo build --locked -p gpurun -p fake-nvml -p cri-client
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace

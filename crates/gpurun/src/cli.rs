@@ -102,6 +102,8 @@ pub enum Command {
         #[arg(short, long, value_name = "DIR")]
         output: PathBuf,
     },
+    /// Register gpurun in containerd's, Docker's or Podman's config
+    Setup(crate::commands::setup::SetupArgs),
     /// Check whether this user can run containers and GPU containers here
     Doctor {
         /// Also exit non-zero when a GPU container would get no GPU

@@ -29,6 +29,7 @@ pub struct Ctx {
 }
 
 fn main() {
+    refuse_to_run_as_a_hook();
     let cli = Cli::parse();
     if cli.command.enters_container() {
         if let Err(e) = seal::ensure_sealed() {
@@ -67,6 +68,24 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// `gpurun setup docker` links nvidia-container-runtime-hook to gpurun, so
+/// that dockerd accepts --gpus. gpurun then drops that hook from the spec
+/// and injects the GPUs itself. If another runtime (runc) runs the link as
+/// a prestart hook, fail before touching anything: the runtime then aborts
+/// the create, and the container is not half set up.
+fn refuse_to_run_as_a_hook() {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let name = std::path::Path::new(&argv0).file_name().unwrap_or_default();
+    if name == gpurun_gpu::request::DOCKER_HOOK {
+        eprintln!(
+            "gpurun: nvidia-container-runtime-hook here is gpurun, which injects GPUs as the OCI runtime, not as a hook: \
+             run this container with gpurun as its runtime (docker run --runtime=gpurun, or \"gpurun setup docker --default\"), \
+             or install the NVIDIA Container Toolkit for runc"
+        );
+        std::process::exit(1);
+    }
 }
 
 /// An error chain as one line: "context: cause: cause".

@@ -14,6 +14,7 @@ pub mod pause;
 pub mod ps;
 pub mod resume;
 pub mod run;
+pub mod setup;
 pub mod spec;
 pub mod start;
 pub mod state;
@@ -52,6 +53,7 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
             image.as_deref().unwrap_or(std::path::Path::new("")),
             &output,
         ),
+        Command::Setup(args) => setup::setup(args),
         Command::Doctor { gpu } => doctor::doctor(ctx, gpu),
         Command::Gpu(crate::cli::GpuCommand::Verify { rootfs, gpus }) => {
             verify::verify(ctx, rootfs, &gpus)

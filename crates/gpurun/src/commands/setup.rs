@@ -1,0 +1,356 @@
+//! `gpurun setup containerd|docker|podman`: registers gpurun in the
+//! engine's own config file, in the spirit of `nvidia-ctk runtime
+//! configure`. Every other setting is kept, a second run changes nothing,
+//! and a changed file is backed up first.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use gpurun_gpu::request::DOCKER_HOOK;
+use toml_edit::{value, DocumentMut, Item, Table};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Containerd,
+    Docker,
+    Podman,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SetupArgs {
+    /// The engine whose config to edit
+    #[arg(value_enum)]
+    pub engine: Engine,
+    /// The config file (default: the engine's usual one)
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print the new config instead of writing it
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also make gpurun the engine's default runtime
+    #[arg(long)]
+    pub default: bool,
+    /// The runtime's name in the engine (and the Kubernetes handler)
+    #[arg(long, default_value = "gpurun")]
+    pub runtime_name: String,
+    /// The gpurun binary to register (default: this one)
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
+    /// Docker: where to put the nvidia-container-runtime-hook link, which
+    /// dockerd must find on its PATH to accept --gpus (default: the
+    /// binary's directory)
+    #[arg(long)]
+    pub hook_dir: Option<PathBuf>,
+}
+
+const CRI: &str = "io.containerd.grpc.v1.cri";
+
+fn table<'a>(parent: &'a mut Table, key: &str) -> Result<&'a mut Table> {
+    let item = parent.entry(key).or_insert_with(|| {
+        let mut t = Table::new();
+        t.set_implicit(true);
+        Item::Table(t)
+    });
+    item.as_table_mut()
+        .with_context(|| format!("{key:?} in the config is not a table"))
+}
+
+/// containerd's config.toml (version 2): a CRI runtime `name` of type
+/// runc.v2 whose `BinaryName` is gpurun.
+pub fn edit_containerd(text: &str, name: &str, binary: &str, default: bool) -> Result<String> {
+    let mut doc: DocumentMut = text
+        .parse()
+        .context("the containerd config is not valid TOML")?;
+    match doc.get("version").and_then(|v| v.as_integer()) {
+        None => {
+            doc["version"] = value(2);
+        }
+        Some(2) => {}
+        Some(v) => bail!("containerd config version {v}: gpurun setup writes version 2 configs (containerd 1.5 to 1.7)"),
+    }
+    let plugins = table(doc.as_table_mut(), "plugins")?;
+    let cri = table(plugins, CRI)?;
+    let containerd = table(cri, "containerd")?;
+    if default {
+        containerd["default_runtime_name"] = value(name);
+    }
+    let default_name = containerd
+        .get("default_runtime_name")
+        .and_then(|v| v.as_str())
+        .unwrap_or("runc")
+        .to_owned();
+    let runtimes = table(containerd, "runtimes")?;
+    // A runtimes table in the file replaces containerd's built-in one, and
+    // the CRI plugin refuses to load when the default runtime is not in
+    // it: keep the built-in runc there, as `containerd config default` has.
+    if default_name == "runc" && !runtimes.contains_key("runc") {
+        let runc = table(runtimes, "runc")?;
+        runc.set_implicit(false);
+        runc["runtime_type"] = value("io.containerd.runc.v2");
+    }
+    let runtime = table(runtimes, name)?;
+    runtime.set_implicit(false);
+    runtime["runtime_type"] = value("io.containerd.runc.v2");
+    let options = table(runtime, "options")?;
+    options.set_implicit(false);
+    options["BinaryName"] = value(binary);
+    Ok(doc.to_string())
+}
+
+/// Docker's daemon.json: `runtimes.<name>.path`.
+pub fn edit_docker(text: &str, name: &str, binary: &str, default: bool) -> Result<String> {
+    let mut config: serde_json::Value = if text.trim().is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::from_str(text).context("daemon.json is not valid JSON")?
+    };
+    let object = config
+        .as_object_mut()
+        .context("daemon.json is not a JSON object")?;
+    let runtimes = object
+        .entry("runtimes")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .context("\"runtimes\" in daemon.json is not an object")?;
+    let entry = runtimes
+        .entry(name)
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .with_context(|| format!("runtimes.{name} in daemon.json is not an object"))?;
+    entry.insert("path".into(), binary.into());
+    if default {
+        object.insert("default-runtime".into(), name.into());
+    }
+    Ok(serde_json::to_string_pretty(&config)? + "\n")
+}
+
+/// Podman's containers.conf: `[engine.runtimes] <name> = [binary]`.
+pub fn edit_podman(text: &str, name: &str, binary: &str, default: bool) -> Result<String> {
+    let mut doc: DocumentMut = text.parse().context("containers.conf is not valid TOML")?;
+    let engine = table(doc.as_table_mut(), "engine")?;
+    engine.set_implicit(false);
+    if default {
+        engine["runtime"] = value(name);
+    }
+    let runtimes = table(engine, "runtimes")?;
+    runtimes.set_implicit(false);
+    let mut paths = toml_edit::Array::new();
+    paths.push(binary);
+    runtimes[name] = value(paths);
+    Ok(doc.to_string())
+}
+
+fn default_config(engine: Engine) -> PathBuf {
+    let root = nix::unistd::geteuid().is_root();
+    match engine {
+        Engine::Containerd => "/etc/containerd/config.toml".into(),
+        Engine::Docker => "/etc/docker/daemon.json".into(),
+        Engine::Podman if root => "/etc/containers/containers.conf".into(),
+        Engine::Podman => {
+            let base = std::env::var_os("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+                .unwrap_or_else(|| ".config".into());
+            base.join("containers/containers.conf")
+        }
+    }
+}
+
+/// Writes `text` to `path` through a temporary file and a rename, with the
+/// old file's permissions, after copying the old file to a backup.
+fn replace_file(path: &Path, text: &str, existed: bool) -> Result<Option<PathBuf>> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    let mut backup = None;
+    let mode = if existed {
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+        let to = PathBuf::from(format!("{}.{stamp}.bak", path.display()));
+        fs::copy(path, &to)
+            .with_context(|| format!("back up {} to {}", path.display(), to.display()))?;
+        backup = Some(to);
+        fs::metadata(path)?.permissions().mode()
+    } else {
+        0o644
+    };
+    let tmp = PathBuf::from(format!("{}.gpurun-tmp", path.display()));
+    fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
+    fs::rename(&tmp, path).with_context(|| format!("replace {}", path.display()))?;
+    Ok(backup)
+}
+
+/// Docker's `--gpus` needs an executable of the toolkit hook's name on
+/// dockerd's PATH; gpurun's is a link to itself that refuses to run as a
+/// hook (see main.rs), since gpurun does the work as the runtime.
+fn install_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()> {
+    let link = dir.join(DOCKER_HOOK);
+    match fs::symlink_metadata(&link) {
+        Ok(m) if m.file_type().is_symlink() && fs::read_link(&link)? == binary => {
+            println!("{} already links to {}", link.display(), binary.display());
+            return Ok(());
+        }
+        Ok(m) if !m.file_type().is_symlink() => {
+            println!(
+                "{} exists and is not gpurun's link (the NVIDIA Container Toolkit?): left alone; gpurun drops that hook from specs it runs",
+                link.display()
+            );
+            return Ok(());
+        }
+        _ => {}
+    }
+    if dry_run {
+        println!("would link {} to {}", link.display(), binary.display());
+        return Ok(());
+    }
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(binary, &link)
+        .with_context(|| format!("link {}", link.display()))?;
+    println!(
+        "linked {} to {} (dockerd must find it on its PATH to accept --gpus)",
+        link.display(),
+        binary.display()
+    );
+    Ok(())
+}
+
+pub fn setup(args: SetupArgs) -> Result<i32> {
+    let binary = match &args.binary {
+        Some(b) => fs::canonicalize(b).with_context(|| format!("--binary {}", b.display()))?,
+        None => fs::canonicalize(std::env::current_exe()?)?,
+    };
+    let binary_str = binary.to_str().context("the binary's path is not UTF-8")?;
+    let name = &args.runtime_name;
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        bail!("--runtime-name {name:?}: use letters, digits, '-' and '_'");
+    }
+    let path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| default_config(args.engine));
+    let (old, existed) = match fs::read_to_string(&path) {
+        Ok(text) => (text, true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let new = match args.engine {
+        Engine::Containerd => edit_containerd(&old, name, binary_str, args.default),
+        Engine::Docker => edit_docker(&old, name, binary_str, args.default),
+        Engine::Podman => edit_podman(&old, name, binary_str, args.default),
+    }
+    .with_context(|| format!("{}", path.display()))?;
+
+    if new == old {
+        println!(
+            "{} already registers runtime {name:?}: nothing to change",
+            path.display()
+        );
+    } else if args.dry_run {
+        println!("# {} would become:", path.display());
+        print!("{new}");
+    } else {
+        let backup = replace_file(&path, &new, existed)?;
+        println!(
+            "registered runtime {name:?} ({binary_str}) in {}{}",
+            path.display(),
+            backup
+                .map(|b| format!("; the old file is in {}", b.display()))
+                .unwrap_or_default()
+        );
+    }
+    match args.engine {
+        Engine::Docker => {
+            let dir = match &args.hook_dir {
+                Some(d) => d.clone(),
+                None => binary
+                    .parent()
+                    .context("the binary has no directory")?
+                    .to_path_buf(),
+            };
+            install_hook_link(&dir, &binary, args.dry_run)?;
+            println!("restart dockerd to load it; then: docker run --runtime={name} --gpus all IMAGE nvidia-smi");
+        }
+        Engine::Containerd => {
+            println!(
+                "restart containerd to load it. For Kubernetes, this RuntimeClass selects it:"
+            );
+            println!("---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: {name}\nhandler: {name}");
+        }
+        Engine::Podman => println!("then: podman --runtime {name} run ..."),
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BIN: &str = "/usr/local/bin/gpurun";
+
+    #[test]
+    fn containerd_keeps_other_settings_and_is_idempotent() {
+        let old = "# my settings\nversion = 2\nroot = \"/var/lib/containerd\"\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"pause:3.6\"\n";
+        let new = edit_containerd(old, "gpurun", BIN, false).unwrap();
+        assert!(
+            new.contains("# my settings") && new.contains("sandbox_image = \"pause:3.6\""),
+            "{new}"
+        );
+        let doc: toml::Table = toml::from_str(&new).unwrap();
+        let rt = &doc["plugins"][CRI]["containerd"]["runtimes"]["gpurun"];
+        assert_eq!(rt["runtime_type"].as_str(), Some("io.containerd.runc.v2"));
+        assert_eq!(rt["options"]["BinaryName"].as_str(), Some(BIN));
+        assert!(doc["plugins"][CRI]["containerd"]
+            .get("default_runtime_name")
+            .is_none());
+        // The default runtime stays configured, or CRI would not load.
+        assert_eq!(
+            doc["plugins"][CRI]["containerd"]["runtimes"]["runc"]["runtime_type"].as_str(),
+            Some("io.containerd.runc.v2")
+        );
+        assert_eq!(edit_containerd(&new, "gpurun", BIN, false).unwrap(), new);
+        let with_default = edit_containerd(&new, "gpurun", BIN, true).unwrap();
+        assert!(with_default.contains("default_runtime_name = \"gpurun\""));
+        assert!(edit_containerd("version = 1\n", "gpurun", BIN, false).is_err());
+        assert!(edit_containerd("plugins = 3\n", "gpurun", BIN, false).is_err());
+        // An empty file gets a version.
+        assert!(edit_containerd("", "gpurun", BIN, false)
+            .unwrap()
+            .starts_with("version = 2"));
+    }
+
+    #[test]
+    fn docker_keeps_other_settings_and_is_idempotent() {
+        let old = r#"{"data-root": "/srv/docker", "runtimes": {"other": {"path": "/bin/other"}}}"#;
+        let new = edit_docker(old, "gpurun", BIN, true).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&new).unwrap();
+        assert_eq!(v["data-root"], "/srv/docker");
+        assert_eq!(v["runtimes"]["other"]["path"], "/bin/other");
+        assert_eq!(v["runtimes"]["gpurun"]["path"], BIN);
+        assert_eq!(v["default-runtime"], "gpurun");
+        // Keys keep their order.
+        assert!(new.find("data-root").unwrap() < new.find("runtimes").unwrap());
+        assert_eq!(edit_docker(&new, "gpurun", BIN, true).unwrap(), new);
+        assert!(edit_docker("[1]", "gpurun", BIN, false).is_err());
+        assert!(edit_docker("{", "gpurun", BIN, false).is_err());
+    }
+
+    #[test]
+    fn podman_keeps_other_settings_and_is_idempotent() {
+        let old = "[containers]\nlog_size_max = 100\n\n[engine]\ncgroup_manager = \"cgroupfs\"\n";
+        let new = edit_podman(old, "gpurun", BIN, false).unwrap();
+        let doc: toml::Table = toml::from_str(&new).unwrap();
+        assert_eq!(doc["containers"]["log_size_max"].as_integer(), Some(100));
+        assert_eq!(doc["engine"]["cgroup_manager"].as_str(), Some("cgroupfs"));
+        assert_eq!(doc["engine"]["runtimes"]["gpurun"][0].as_str(), Some(BIN));
+        assert!(doc["engine"].get("runtime").is_none());
+        assert_eq!(edit_podman(&new, "gpurun", BIN, false).unwrap(), new);
+        let with_default = edit_podman(&new, "gpurun", BIN, true).unwrap();
+        assert!(with_default.contains("runtime = \"gpurun\""));
+    }
+}

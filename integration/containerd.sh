@@ -1,0 +1,98 @@
+#!/bin/sh
+# containerd 1.6 end to end: a private containerd (its own root, state and
+# socket) whose config.toml is made by `gpurun setup containerd`, with
+# local images only. `ctr run --runc-binary gpurun` for the task API, and
+# the CRI plugin with runtime handler "gpurun" (from that config) through
+# integration/cri-client, the path a Kubernetes node takes.
+# Usage: integration/containerd.sh [GPURUN]   (as root; prints "N passed, M failed")
+set -eu
+cd "$(dirname "$0")/.."
+gpurun=${1:-$PWD/target/debug/gpurun}
+[ "$(id -u)" = 0 ] || { echo "containerd.sh: run as root" >&2; exit 1; }
+sh scripts/install-deps.sh
+work=$(mktemp -d /tmp/gpurun-ctrd.XXXXXX)
+pids=""
+. integration/lib/common.sh
+trap 'stop_engines; rm -rf "$work"' EXIT INT TERM
+make_fixtures
+
+sock="$work/containerd.sock"
+cat > "$work/config.toml" <<EOF
+version = 2
+root = "$work/root"
+state = "$work/state"
+[grpc]
+  address = "$sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  # This VM lacks CAP_SYS_RESOURCE.
+  restrict_oom_score_adj = true
+  sandbox_image = "docker.io/gpurun-test/pause:latest"
+EOF
+setup_out=$("$gpurun" setup containerd --config "$work/config.toml" --binary "$gpurun")
+check_contains "setup containerd prints the RuntimeClass" "handler: gpurun" "$setup_out"
+again=$("$gpurun" setup containerd --config "$work/config.toml" --binary "$gpurun" | head -1)
+check_contains "setup containerd is idempotent" "nothing to change" "$again"
+check "setup containerd keeps the other settings" 1 \
+  "$(grep -c 'restrict_oom_score_adj = true' "$work/config.toml")"
+
+# gpurun finds the fake GPU host through its config file: the engine
+# passes its environment on to the shim and the runtime.
+GPURUN_CONFIG="$work/gpurun.toml" containerd --config "$work/config.toml" > "$work/containerd.log" 2>&1 &
+pids="$!"
+ctr() { command ctr -a "$sock" -n gpurun "$@"; }
+wait_for ctr version || { echo "containerd did not start"; tail "$work/containerd.log"; exit 1; }
+for image in busybox glibc pause; do
+  ctr image import "$work/$image.tar" >/dev/null
+  command ctr -a "$sock" -n k8s.io image import "$work/$image.tar" >/dev/null
+done
+bb=docker.io/gpurun-test/busybox:latest
+glibc=docker.io/gpurun-test/glibc:latest
+runc_root=/run/containerd/runc/gpurun
+set +e
+
+ctr run --rm --runc-binary "$gpurun" "$bb" t-true true
+check "ctr run true exits 0" 0 "$?"
+ctr run --rm --runc-binary "$gpurun" "$bb" t-seven sh -c 'exit 7'
+check "ctr run 'exit 7' exits 7" 7 "$?"
+check "ctr run --rm leaves nothing in gpurun's state dir" "" "$(ls "$runc_root" 2>/dev/null)"
+
+ctr run -d --runc-binary "$gpurun" "$bb" t-bg sleep 1000 >/dev/null
+out=$(ctr task exec --exec-id e1 t-bg sh -c 'echo exec works')
+check "ctr task exec" "exec works" "$out"
+check "ctr task ps lists the init" 1 "$(ctr task ps t-bg | tail -n +2 | grep -c .)"
+ctr task pause t-bg
+check "ctr task pause" PAUSED "$(ctr task ls | awk '$1 == "t-bg" {print $3}')"
+ctr task resume t-bg
+check "ctr task resume" RUNNING "$(ctr task ls | awk '$1 == "t-bg" {print $3}')"
+ctr task kill -s SIGKILL t-bg
+wait_for sh -c "command ctr -a $sock -n gpurun task ls | grep -q 't-bg.*STOPPED'"
+check "ctr task kill" STOPPED "$(ctr task ls | awk '$1 == "t-bg" {print $3}')"
+ctr task rm t-bg >/dev/null
+ctr container rm t-bg
+check "task and container removed, nothing left" "" "$(ls "$runc_root" 2>/dev/null)"
+
+out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=0 "$glibc" t-gpu \
+  sh -c 'ls /dev/nvidia[0-9]*; nvidia-smi >/dev/null 2>&1; echo smi=$?; cuda_probe | tail -1' 2>&1)
+check_contains "GPU 0: only /dev/nvidia0" "/dev/nvidia0
+smi=9" "$out"
+check_contains "GPU 0: cudaGetDeviceCount returns 100" "100" "$(echo "$out" | tail -1)"
+
+out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=9 "$glibc" t-bad true 2>&1)
+check "a bad GPU request fails the run" 1 "$?"
+check_contains "ctr shows gpurun's one-line reason" 'NVIDIA_VISIBLE_DEVICES: no GPU "9"' "$out"
+check "the failed create leaves nothing behind" "" "$(ls "$runc_root" 2>/dev/null)"
+
+# The CRI path: a host-network pod with runtime_handler "gpurun".
+cri=target/debug/cri-client
+if [ -x "$cri" ]; then
+  out=$(RUST_BACKTRACE=0 "$cri" "$sock" gpurun "$glibc" "$work/pod-logs" \
+    'ls /dev/nvidia[0-9]*; nvidia-smi >/dev/null 2>&1; echo smi=$?; exit 3' NVIDIA_VISIBLE_DEVICES=0 2>&1)
+  check_contains "CRI: the container's exit code is read back" "exit_code=3" "$out"
+  check_contains "CRI: the GPU was injected (nvidia-smi exits 9)" "smi=9" "$out"
+  check_contains "CRI: the pod was removed" "pod removed" "$out"
+  check "CRI: nothing left in gpurun's state dir" "" "$(ls /run/containerd/runc/k8s.io 2>/dev/null)"
+else
+  check "CRI client built (cargo build -p cri-client)" built missing
+fi
+
+summary containerd

@@ -1,0 +1,152 @@
+//! `cri-client SOCKET HANDLER IMAGE LOGDIR SCRIPT [K=V...]`: what a kubelet
+//! does for one pod, without a kubelet. RunPodSandbox (host network,
+//! `runtime_handler = HANDLER`), CreateContainer and StartContainer with
+//! `sh -c SCRIPT` and the environment, waits for it to exit, prints its log
+//! and `exit_code=N`, then stops and removes the pod.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use k8s_cri::v1::*;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+async fn connect(socket: String) -> Result<Channel> {
+    // The URI is a placeholder: the connector dials the unix socket.
+    Endpoint::try_from("http://[::]:50051")?
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        }))
+        .await
+        .context("connect to the CRI socket")
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 6 {
+        bail!("usage: cri-client SOCKET HANDLER IMAGE LOGDIR SCRIPT [K=V...]");
+    }
+    let (socket, handler, image, log_dir, script) =
+        (&args[1], &args[2], &args[3], &args[4], &args[5]);
+    let envs: Vec<KeyValue> = args[6..]
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| KeyValue {
+            key: k.into(),
+            value: v.into(),
+        })
+        .collect();
+    let mut client = RuntimeServiceClient::new(connect(socket.clone()).await?);
+
+    let uid = format!("gpurun-e2e-{}", std::process::id());
+    let sandbox_config = PodSandboxConfig {
+        metadata: Some(PodSandboxMetadata {
+            name: "gpurun-e2e".into(),
+            uid: uid.clone(),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        log_directory: log_dir.clone(),
+        linux: Some(LinuxPodSandboxConfig {
+            security_context: Some(LinuxSandboxSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    network: NamespaceMode::Node as i32,
+                    pid: NamespaceMode::Container as i32,
+                    ipc: NamespaceMode::Pod as i32,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pod = client
+        .run_pod_sandbox(RunPodSandboxRequest {
+            config: Some(sandbox_config.clone()),
+            runtime_handler: handler.clone(),
+        })
+        .await
+        .context("RunPodSandbox")?
+        .into_inner()
+        .pod_sandbox_id;
+    println!("pod {pod} running with handler {handler}");
+
+    let result = async {
+        let container = client
+            .create_container(CreateContainerRequest {
+                pod_sandbox_id: pod.clone(),
+                config: Some(ContainerConfig {
+                    metadata: Some(ContainerMetadata {
+                        name: "main".into(),
+                        attempt: 0,
+                    }),
+                    image: Some(ImageSpec {
+                        image: image.clone(),
+                        ..Default::default()
+                    }),
+                    command: vec!["sh".into(), "-c".into(), script.clone()],
+                    envs: envs.clone(),
+                    log_path: "main.log".into(),
+                    ..Default::default()
+                }),
+                sandbox_config: Some(sandbox_config.clone()),
+            })
+            .await
+            .context("CreateContainer")?
+            .into_inner()
+            .container_id;
+        client
+            .start_container(StartContainerRequest {
+                container_id: container.clone(),
+            })
+            .await
+            .context("StartContainer")?;
+        for _ in 0..300 {
+            let status = client
+                .container_status(ContainerStatusRequest {
+                    container_id: container.clone(),
+                    verbose: false,
+                })
+                .await
+                .context("ContainerStatus")?
+                .into_inner()
+                .status
+                .context("no container status")?;
+            if status.state == ContainerState::ContainerExited as i32 {
+                return Ok::<i32, anyhow::Error>(status.exit_code);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!("the container did not exit within 30 s")
+    }
+    .await;
+
+    // CRI log lines: "<time> <stream> <F|P> <text>".
+    if let Ok(log) = std::fs::read_to_string(std::path::Path::new(log_dir).join("main.log")) {
+        for line in log.lines() {
+            println!("{}", line.splitn(4, ' ').nth(3).unwrap_or(line));
+        }
+    }
+    client
+        .stop_pod_sandbox(StopPodSandboxRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .context("StopPodSandbox")?;
+    client
+        .remove_pod_sandbox(RemovePodSandboxRequest {
+            pod_sandbox_id: pod.clone(),
+        })
+        .await
+        .context("RemovePodSandbox")?;
+    println!("pod removed");
+    println!("exit_code={}", result?);
+    Ok(())
+}

@@ -1,0 +1,72 @@
+# Shared by the end-to-end suites: results, images, the fake GPU host.
+# Source it after `cd` to the repository root, with $work set.
+
+passed=0 failed=0
+check() { # NAME EXPECTED ACTUAL
+  if [ "$2" = "$3" ]; then
+    passed=$((passed + 1)); echo "ok   $1"
+  else
+    failed=$((failed + 1)); echo "FAIL $1: expected [$2], got [$3]"
+  fi
+}
+check_contains() { # NAME NEEDLE HAYSTACK
+  case "$3" in
+    *"$2"*) passed=$((passed + 1)); echo "ok   $1" ;;
+    *) failed=$((failed + 1)); echo "FAIL $1: [$2] not in [$3]" ;;
+  esac
+}
+summary() { # SUITE
+  echo "$1: $passed passed, $failed failed"
+  [ "$failed" = 0 ]
+}
+
+# Waits up to 20 s for COMMAND to succeed.
+wait_for() {
+  for _ in $(seq 1 100); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# The fake GPU host (NVIDIA's real 535 user-space files, fake nodes), a
+# gpurun config pointing at it, and two local images as docker-save
+# archives: $work/busybox.tar (docker.io/gpurun-test/busybox) and
+# $work/glibc.tar (docker.io/gpurun-test/glibc, with nvidia-smi's libc,
+# the CUDA runtime and cuda_probe), plus $work/pause.tar for CRI sandboxes.
+make_fixtures() {
+  sh scripts/gpu-fixtures.sh "$work/fx" >/dev/null
+  host="$work/fx/host"
+  cat > "$work/gpurun.toml" <<EOF
+driver-root = "$host/driver"
+dev-root = "$host"
+proc-root = "$host/proc"
+EOF
+  chmod 644 "$work/gpurun.toml"
+  sh scripts/busybox-bundle.sh "$work/bb" "$gpurun" >/dev/null
+  python3 tests/fixtures/make_image.py fromdir "$work/img-bb" "$work/bb/rootfs" \
+    docker.io/gpurun-test/busybox:latest sh
+  python3 tests/fixtures/make_image.py fromdir "$work/img-pause" "$work/bb/rootfs" \
+    docker.io/gpurun-test/pause:latest sleep 1000000
+  sh scripts/glibc-rootfs.sh "$work/glibc" >/dev/null
+  mkdir -p "$work/glibc/opt/cudart"
+  cp "$work/fx/cudart/libcudart.so.12" "$work/glibc/opt/cudart/"
+  cp "$work/fx/cuda_probe" "$work/glibc/usr/bin/"
+  python3 tests/fixtures/make_image.py fromdir "$work/img-glibc" "$work/glibc" \
+    docker.io/gpurun-test/glibc:latest sh
+  mv "$work/img-bb/image.docker.tar" "$work/busybox.tar"
+  mv "$work/img-pause/image.docker.tar" "$work/pause.tar"
+  mv "$work/img-glibc/image.docker.tar" "$work/glibc.tar"
+}
+
+# Kills the PIDs in $pids (the engines this suite started), then cleans up.
+stop_engines() {
+  for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+  for _ in $(seq 1 50); do
+    alive=""
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ -z "$alive" ] && break
+    sleep 0.2
+  done
+  for pid in $pids; do kill -9 "$pid" 2>/dev/null || true; done
+}
