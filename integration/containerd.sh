@@ -75,7 +75,7 @@ out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=0 "$glib
   sh -c 'ls /dev/nvidia[0-9]*; nvidia-smi >/dev/null 2>&1; echo smi=$?; cuda_probe | tail -1' 2>&1)
 check_contains "GPU 0: only /dev/nvidia0" "/dev/nvidia0
 smi=9" "$out"
-check_contains "GPU 0: cudaGetDeviceCount returns 100" "100" "$(echo "$out" | tail -1)"
+check_contains "GPU 0: cudaGetDeviceCount returns 100" "cudaGetDeviceCount=100" "$(echo "$out" | tail -1)"
 
 out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=9 "$glibc" t-bad true 2>&1)
 check "a bad GPU request fails the run" 1 "$?"

@@ -1,0 +1,86 @@
+#!/bin/sh
+# Docker 20.10 (Debian's docker.io) end to end: a private dockerd (its own
+# data root, exec root, socket; no iptables, no bridge) whose daemon.json
+# gets its runtime from `gpurun setup docker`, which also links
+# nvidia-container-runtime-hook to gpurun so that dockerd accepts --gpus.
+# Local images only (docker load).
+# Usage: integration/docker.sh [GPURUN]   (as root; prints "N passed, M failed")
+set -eu
+cd "$(dirname "$0")/.."
+gpurun=${1:-$PWD/target/debug/gpurun}
+[ "$(id -u)" = 0 ] || { echo "docker.sh: run as root" >&2; exit 1; }
+sh scripts/install-deps.sh
+work=$(mktemp -d /tmp/gpurun-docker.XXXXXX)
+pids=""
+. integration/lib/common.sh
+trap 'stop_engines; rm -rf "$work"' EXIT INT TERM
+make_fixtures
+
+sock="$work/docker.sock"
+cat > "$work/daemon.json" <<EOF
+{
+  "data-root": "$work/data",
+  "exec-root": "$work/exec",
+  "pidfile": "$work/docker.pid",
+  "hosts": ["unix://$sock"],
+  "iptables": false,
+  "ip-masq": false,
+  "bridge": "none"
+}
+EOF
+mkdir -p "$work/hooks"
+setup_out=$("$gpurun" setup docker --config "$work/daemon.json" --binary "$gpurun" --hook-dir "$work/hooks")
+check_contains "setup docker registers the runtime" "registered runtime \"gpurun\"" "$setup_out"
+check "setup docker keeps the other settings" "$work/data" "$(jq -r '."data-root"' "$work/daemon.json")"
+check "setup docker links the hook name to gpurun" "$gpurun" "$(readlink "$work/hooks/nvidia-container-runtime-hook")"
+check "setup docker writes a backup" 1 "$(ls "$work"/daemon.json.*.bak | grep -c .)"
+again=$("$gpurun" setup docker --config "$work/daemon.json" --binary "$gpurun" --hook-dir "$work/hooks" | head -1)
+check_contains "setup docker is idempotent" "nothing to change" "$again"
+
+# dockerd accepts --gpus only if it finds the hook's name on its PATH.
+PATH="$work/hooks:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
+  dockerd --config-file "$work/daemon.json" > "$work/dockerd.log" 2>&1 &
+pids="$!"
+docker() { /usr/bin/docker -H "unix://$sock" "$@"; }
+wait_for docker version || { echo "dockerd did not start"; tail "$work/dockerd.log"; exit 1; }
+docker load -i "$work/busybox.tar" >/dev/null
+docker load -i "$work/glibc.tar" >/dev/null
+bb=gpurun-test/busybox
+glibc=gpurun-test/glibc
+state="$work/exec/runtime-runc/moby"
+set +e
+
+docker run --rm --runtime=gpurun "$bb" true
+check "docker run true exits 0" 0 "$?"
+docker run --rm --runtime=gpurun "$bb" sh -c 'exit 7'
+check "docker run 'exit 7' exits 7" 7 "$?"
+
+nodes='ls /dev/nvidia[0-9]* | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=$?'
+out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c "$nodes" 2>&1)
+check "--gpus device=0: GPU 0 only, nvidia-smi exits 9" "/dev/nvidia0 smi=9" "$out"
+out=$(docker run --rm --runtime=gpurun --gpus all "$glibc" sh -c "$nodes" 2>&1)
+check "--gpus all: both GPUs, nvidia-smi exits 9" "/dev/nvidia0 /dev/nvidia1 smi=9" "$out"
+out=$(docker run --rm --runtime=gpurun --gpus '"capabilities=utility"' "$glibc" sh -c \
+  'ls /usr/lib/x86_64-linux-gnu/libcuda.so* 2>/dev/null | wc -l; cuda_probe | tail -1' 2>&1)
+check "--gpus capabilities=utility: no libcuda (cudaGetDeviceCount 35)" "0
+cudaGetDeviceCount=35 devices=0" "$out"
+
+out=$(docker run --rm --runtime=gpurun -e NVIDIA_VISIBLE_DEVICES=9 "$glibc" true 2>&1)
+check "a bad GPU request fails the run" 125 "$?"
+check_contains "docker shows gpurun's one-line reason" 'NVIDIA_VISIBLE_DEVICES: no GPU "9"' "$out"
+
+id=$(docker run -d --runtime=gpurun --name upd "$bb" sleep 1000)
+docker update --memory 64m --memory-swap 128m upd >/dev/null
+check "docker update --memory" 0 "$?"
+limit=$(cat "/sys/fs/cgroup/memory/docker/$id/memory.limit_in_bytes" 2>/dev/null \
+  || cat "/sys/fs/cgroup/docker/$id/memory.max" 2>/dev/null)
+check "the new limit is in the container's cgroup" 67108864 "$limit"
+docker stop -t 1 upd >/dev/null
+check "docker stop" exited "$(docker inspect -f '{{.State.Status}}' upd)"
+docker rm upd >/dev/null
+check "docker rm" 0 "$?"
+docker inspect upd >/dev/null 2>&1
+check "docker rm removed it" 1 "$?"
+check "nothing left in gpurun's state dir" "" "$(ls "$state" 2>/dev/null)"
+
+summary docker
