@@ -8,7 +8,10 @@ use serde_json::{json, Value};
 use crate::caps::Capability;
 use crate::inventory::{DeviceNode, FileKind, Inventory};
 
-pub const CDI_VERSION: &str = "0.6.0";
+/// The lowest version that describes what the spec uses (device names
+/// that start with a digit, `hostPath` on device nodes), so that older
+/// readers accept it: Podman 4.3's CDI library stops at 0.5.0.
+pub const CDI_VERSION: &str = "0.5.0";
 pub const KIND: &str = "nvidia.com/gpu";
 
 fn node(n: &DeviceNode) -> Value {

@@ -74,7 +74,7 @@ fn occupied(path: &Path) -> Option<PathBuf> {
 /// Whether the current user can place processes in cgroups at all: false
 /// for a non-root user on v1, or on v2 without a delegated, writable tree.
 pub fn writable_for_current_user(path: &Path) -> bool {
-    if nix::unistd::geteuid().is_root() {
+    if crate::host_root::is_host_root() {
         return true;
     }
     let root = Path::new(CGROUP_ROOT);

@@ -9,6 +9,7 @@ mod containers;
 mod executor;
 mod foreground;
 mod gpu_roots;
+mod host_root;
 mod idmap;
 mod launch;
 mod logging;

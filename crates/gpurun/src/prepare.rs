@@ -260,7 +260,7 @@ fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {
 /// cgroup delegation, a container without cgroup limits (as runc does) and
 /// a warning that says so.
 fn apply_rootless(spec: &mut Spec) -> Result<()> {
-    if nix::unistd::geteuid().is_root() {
+    if crate::host_root::is_host_root() {
         return Ok(());
     }
     let linux = spec.linux_mut().as_mut().expect("checked above");
@@ -268,7 +268,8 @@ fn apply_rootless(spec: &mut Spec) -> Result<()> {
         .namespaces()
         .as_ref()
         .is_some_and(|ns| ns.iter().any(|n| n.typ() == LinuxNamespaceType::User));
-    if !has_userns {
+    // Root in a user namespace (rootless Podman) is namespaced already.
+    if !has_userns && !nix::unistd::geteuid().is_root() {
         bail!(
             "running as uid {} needs a user namespace in config.json: make one with \"gpurun spec --rootless\"",
             nix::unistd::geteuid()

@@ -1,0 +1,83 @@
+#!/bin/sh
+# Podman 4.3 end to end, rootless, as the unprivileged user gpurun-test with
+# a private HOME: `gpurun setup podman` registers the runtime in the user's
+# containers.conf, `podman --runtime gpurun run` runs a locally loaded
+# image, and `podman run --device nvidia.com/gpu=0` uses the CDI spec that
+# `gpurun gpu cdi` wrote.
+# Usage: integration/podman.sh [GPURUN]   (as root; prints "N passed, M failed")
+set -eu
+cd "$(dirname "$0")/.."
+gpurun=${1:-$PWD/target/debug/gpurun}
+[ "$(id -u)" = 0 ] || { echo "podman.sh: run as root (it makes the test user)" >&2; exit 1; }
+sh scripts/install-deps.sh
+work=$(mktemp -d /tmp/gpurun-podman.XXXXXX)
+chmod 755 "$work"
+pids=""
+made_nodes=""
+cdi_spec=/var/run/cdi/gpurun-e2e.json
+user=gpurun-test
+. integration/lib/common.sh
+cleanup() {
+  pkill -U "$user" -f 'catatonit|podman' 2>/dev/null || true
+  rm -f "$cdi_spec"
+  for n in $made_nodes; do rm -f "$n"; done
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+make_fixtures
+chmod -R a+rX "$work"
+
+id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
+grep -q "^$user:" /etc/subuid || echo "$user:200000:65536" >> /etc/subuid
+grep -q "^$user:" /etc/subgid || echo "$user:200000:65536" >> /etc/subgid
+home="$work/home"
+mkdir -p "$home/run"
+chown -R "$user" "$home"
+chmod 700 "$home/run"
+as_user() { su -s /bin/sh "$user" -c "export HOME=$home XDG_RUNTIME_DIR=$home/run; cd $home; $*"; }
+
+# Rootless runtimes bind the engine's device nodes from the same path on
+# the host, so the fake GPU host's nodes must be in /dev, as a real
+# driver's are. Only the ones made here are removed afterwards.
+for node in "$host"/dev/nvidia*; do
+  name=/dev/$(basename "$node")
+  [ -e "$name" ] && continue
+  mknod -m 666 "$name" c "$((0x$(stat -c %t "$node")))" "$((0x$(stat -c %T "$node")))"
+  made_nodes="$made_nodes $name"
+done
+# Podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only.
+mkdir -p /var/run/cdi
+"$gpurun" --driver-root "$host/driver" --dev-root / --proc-root "$host/proc" gpu cdi -o "$cdi_spec"
+
+out=$(as_user "$gpurun setup podman --binary $gpurun")
+check_contains "setup podman writes the user's containers.conf" "$home/.config/containers/containers.conf" "$out"
+out=$(as_user "$gpurun setup podman --binary $gpurun" | head -1)
+check_contains "setup podman is idempotent" "nothing to change" "$out"
+
+as_user podman load -i "$work/busybox.tar" >/dev/null 2>&1
+as_user podman load -i "$work/glibc.tar" >/dev/null 2>&1
+set +e
+# conmon does not pass podman's environment on to the runtime; gpurun
+# finds the fake GPU host through the user's own config file.
+mkdir -p "$home/.config/gpurun"
+cp "$work/gpurun.toml" "$home/.config/gpurun/config.toml"
+chown -R "$user" "$home/.config"
+prun() { as_user "podman --runtime gpurun run --rm --network host $*"; }
+
+prun gpurun-test/busybox true
+check "podman run true exits 0" 0 "$?"
+prun gpurun-test/busybox sh -c "'exit 7'"
+check "podman run 'exit 7' exits 7" 7 "$?"
+out=$(prun gpurun-test/busybox id -u 2>&1)
+check "the container is root in the user's namespace" 0 "$out"
+
+nodes="'ls /dev/nvidia[0-9]* | tr \"\\n\" \" \"; nvidia-smi >/dev/null 2>&1; echo smi=\$?'"
+out=$(prun --device nvidia.com/gpu=0 gpurun-test/glibc sh -c "$nodes" 2>&1)
+check "--device nvidia.com/gpu=0 (CDI): GPU 0, nvidia-smi exits 9" "/dev/nvidia0 smi=9" "$out"
+out=$(prun -e NVIDIA_VISIBLE_DEVICES=1 gpurun-test/glibc sh -c "$nodes" 2>&1)
+check "-e NVIDIA_VISIBLE_DEVICES=1 (gpurun injects): GPU 1, nvidia-smi exits 9" "/dev/nvidia1 smi=9" "$out"
+out=$(prun -e NVIDIA_VISIBLE_DEVICES=9 gpurun-test/glibc true 2>&1)
+check_contains "a bad GPU request shows gpurun's reason" 'NVIDIA_VISIBLE_DEVICES: no GPU "9"' "$out"
+check "nothing left in gpurun's state dir" "" "$(ls "$home/run/gpurun" 2>/dev/null)"
+
+summary podman
