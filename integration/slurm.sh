@@ -96,14 +96,7 @@ sinfo -h -o %t | grep -q idle || { echo "slurm.sh: the node did not come up"; ta
 
 # Each check records its result; a failing command must not end the suite.
 set +e
-passed=0 failed=0
-check() { # NAME EXPECTED ACTUAL
-  if [ "$2" = "$3" ]; then
-    passed=$((passed + 1)); echo "ok   $1"
-  else
-    failed=$((failed + 1)); echo "FAIL $1: expected [$2], got [$3]"
-  fi
-}
+. integration/lib/common.sh
 nodes='ls /dev/nvidia[0-9]* 2>/dev/null | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=$?'
 as_user() { su -s /bin/sh "$user" -c "SLURM_CONF=$SLURM_CONF XDG_RUNTIME_DIR= $*"; }
 
@@ -133,5 +126,4 @@ wait "$holder" || true
 out=$(srun "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$nodes" 2>&1)
 check "root: a job without --gres gets no GPU" "smi=127" "$out"
 
-echo "slurm: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+summary slurm
