@@ -1,0 +1,142 @@
+//! `gpurun setup` on config files, and the nvidia-container-runtime-hook
+//! link it installs: under runc (which runs it as a prestart hook) it must
+//! fail the create cleanly, with a message that says how to use gpurun.
+
+use std::fs;
+use std::process::Command;
+
+use gpurun_tests::*;
+
+fn setup(args: &[&str]) -> Ran {
+    run_cmd(Command::new(gpurun_bin()).arg("setup").args(args), TIMEOUT)
+}
+
+#[test]
+fn setup_writes_a_backup_changes_nothing_twice_and_dry_run_writes_nothing() {
+    let scratch = Scratch::new("setup");
+    let bin = gpurun_bin();
+    let bin = bin.to_str().unwrap();
+    for (engine, file, original, kept) in [
+        (
+            "containerd",
+            "config.toml",
+            "version = 2\noom_score = -999\n",
+            "oom_score = -999",
+        ),
+        (
+            "docker",
+            "daemon.json",
+            "{\"debug\": true}\n",
+            "\"debug\": true",
+        ),
+        (
+            "podman",
+            "containers.conf",
+            "[containers]\nlog_size_max = 7\n",
+            "log_size_max = 7",
+        ),
+    ] {
+        let path = scratch.path().join(file);
+        fs::write(&path, original).unwrap();
+        let path_s = path.to_str().unwrap();
+        let hooks = scratch.path().join(format!("hooks-{engine}"));
+        fs::create_dir(&hooks).unwrap();
+        let common = [
+            "--config",
+            path_s,
+            "--binary",
+            bin,
+            "--hook-dir",
+            hooks.to_str().unwrap(),
+        ];
+
+        let dry = setup(&[&[engine, "--dry-run"][..], &common].concat());
+        assert_eq!(dry.code, 0, "{}", dry.stderr);
+        assert!(dry.stdout.contains(bin), "{engine}: {}", dry.stdout);
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            original,
+            "{engine}: dry run wrote"
+        );
+        assert_eq!(
+            fs::read_dir(&hooks).unwrap().count(),
+            0,
+            "{engine}: dry run linked"
+        );
+
+        setup(&[&[engine][..], &common].concat()).ok();
+        let written = fs::read_to_string(&path).unwrap();
+        assert!(written.contains(bin), "{engine}: {written}");
+        assert!(written.contains(kept), "{engine} lost {kept}: {written}");
+        let backups: Vec<_> = fs::read_dir(scratch.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{file}."))
+            })
+            .collect();
+        assert_eq!(backups.len(), 1, "{engine}: one backup");
+        assert_eq!(fs::read_to_string(backups[0].path()).unwrap(), original);
+
+        let again = setup(&[&[engine][..], &common].concat());
+        assert!(
+            again.stdout.contains("nothing to change"),
+            "{engine}: {}",
+            again.stdout
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), written);
+
+        let link = hooks.join("nvidia-container-runtime-hook");
+        assert_eq!(link.exists(), engine == "docker", "{engine}: hook link");
+    }
+
+    // A config that is not what it should be is refused and left alone.
+    let bad = scratch.path().join("bad.json");
+    fs::write(&bad, "[1, 2]").unwrap();
+    let out = setup(&["docker", "--config", bad.to_str().unwrap(), "--binary", bin]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("not a JSON object"), "{}", out.stderr);
+    assert_eq!(fs::read_to_string(&bad).unwrap(), "[1, 2]");
+}
+
+#[test]
+fn the_hook_link_under_runc_fails_the_create_and_leaves_nothing() {
+    require_root!();
+    let scratch = Scratch::new("hooklink");
+    let link = scratch.path().join("nvidia-container-runtime-hook");
+    std::os::unix::fs::symlink(gpurun_bin(), &link).unwrap();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    bundle.edit(|c| {
+        c["hooks"] = serde_json::json!({"prestart": [{
+            "path": link, "args": ["nvidia-container-runtime-hook", "prestart"]
+        }]});
+    });
+    let state = scratch.path().join("runc-state");
+    let out = run_cmd(
+        Command::new("runc")
+            .arg("--root")
+            .arg(&state)
+            .args(["run", "--bundle"])
+            .arg(&bundle.dir)
+            .arg(unique("hook")),
+        TIMEOUT,
+    );
+    assert_ne!(out.code, 0, "runc ran the container: {}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("run this container with gpurun as its runtime"),
+        "{}",
+        out.stderr
+    );
+    let left = run_cmd(
+        Command::new("runc")
+            .arg("--root")
+            .arg(&state)
+            .args(["list", "-q"]),
+        TIMEOUT,
+    );
+    assert_eq!(left.stdout.trim(), "", "runc kept a container");
+}
