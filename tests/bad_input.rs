@@ -4,34 +4,6 @@ use std::fs;
 
 use gpurun_tests::*;
 
-/// Runs `create` and checks the failure is clean: exit 1, one stderr line
-/// containing `want`, no state, no cgroup, no mount.
-fn assert_clean_failure(rt: &Runtime, args: &[&str], id: &str, want: &str) {
-    let out = rt.run(args);
-    assert_eq!(
-        out.code, 1,
-        "{args:?}: stdout {} stderr {}",
-        out.stdout, out.stderr
-    );
-    let lines: Vec<&str> = out.stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "want one error line, got: {}", out.stderr);
-    assert!(lines[0].starts_with("gpurun: "), "{}", lines[0]);
-    assert!(lines[0].contains(want), "{:?} lacks {want:?}", lines[0]);
-    let left: Vec<String> = rt
-        .leftovers()
-        .into_iter()
-        .filter(|e| e.contains(id))
-        .collect();
-    assert!(left.is_empty(), "left in state dir: {left:?}");
-    if !id.is_empty() && !id.contains('/') {
-        assert!(
-            cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
-            "cgroup left"
-        );
-    }
-    assert!(mounts_mentioning(&format!("/{id}/")).is_empty() || id.is_empty());
-}
-
 #[test]
 fn missing_config_json() {
     require_root!();

@@ -79,6 +79,85 @@ impl Rootfs {
         Some(Path::new("/").join(inside))
     }
 
+    /// The target of `path` if it is a symlink (its parents resolved inside
+    /// the rootfs), `None` if it is something else.
+    pub fn read_link(&self, path: &Path) -> io::Result<Option<std::path::PathBuf>> {
+        let file = self.open_in(path, libc::O_PATH | libc::O_NOFOLLOW)?;
+        if !file.metadata()?.file_type().is_symlink() {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: an O_PATH fd of a symlink and an empty path read that
+        // link; buf is valid for its length.
+        let n = unsafe {
+            libc::readlinkat(
+                file.as_raw_fd(),
+                c"".as_ptr(),
+                buf.as_mut_ptr() as *mut libc::c_char,
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        buf.truncate(n as usize);
+        use std::os::unix::ffi::OsStringExt;
+        Ok(Some(std::ffi::OsString::from_vec(buf).into()))
+    }
+
+    /// Resolves `path` inside the rootfs as the kernel would for a process
+    /// in the container (`..` and absolute symlinks stop at the root), also
+    /// through a final symlink whose target does not exist yet. Returns the
+    /// symlink-free path and whether any symlink was followed.
+    pub fn resolve(&self, path: &Path) -> io::Result<(std::path::PathBuf, bool)> {
+        use std::collections::VecDeque;
+        use std::path::Component;
+        let mut todo: VecDeque<std::ffi::OsString> = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => Some(s.to_owned()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        let mut resolved = std::path::PathBuf::from("/");
+        let (mut links, mut followed) = (0, false);
+        while let Some(name) = todo.pop_front() {
+            if name == ".." {
+                resolved.pop();
+                continue;
+            }
+            let candidate = resolved.join(&name);
+            match self.read_link(&candidate) {
+                Ok(Some(target)) => {
+                    links += 1;
+                    if links > 40 {
+                        return Err(io::Error::from_raw_os_error(libc::ELOOP));
+                    }
+                    followed = true;
+                    if target.is_absolute() {
+                        resolved = std::path::PathBuf::from("/");
+                    }
+                    for c in target.components().rev() {
+                        match c {
+                            Component::Normal(s) => todo.push_front(s.to_owned()),
+                            Component::ParentDir => todo.push_front("..".into()),
+                            _ => {}
+                        }
+                    }
+                }
+                Ok(None) => resolved = candidate,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    resolved = candidate;
+                    resolved.extend(todo.drain(..).filter(|c| c != ".."));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((resolved, followed))
+    }
+
     /// Reads a regular file inside the rootfs, up to `limit` bytes.
     pub fn read(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
         use std::io::Read;

@@ -32,6 +32,7 @@ pub struct Ctx {
 fn main() {
     refuse_to_run_as_a_hook();
     let cli = Cli::parse();
+    close_inherited_fds(&cli.command);
     if cli.command.enters_container() {
         if let Err(e) = seal::ensure_sealed() {
             eprintln!("gpurun: {e:#}");
@@ -86,6 +87,44 @@ fn refuse_to_run_as_a_hook() {
              or install the NVIDIA Container Toolkit for runc"
         );
         std::process::exit(1);
+    }
+}
+
+/// Descriptors a caller leaked to us must not reach a container (the
+/// CVE-2024-21626 pattern: a process.cwd of /proc/self/fd/N). Everything
+/// past stdio, --preserve-fds and systemd's LISTEN_FDS is marked
+/// close-on-exec, so the sealed re-exec drops it before any container
+/// exists, as runc's init does for its own exec.
+fn close_inherited_fds(command: &cli::Command) {
+    let preserved = match command {
+        cli::Command::Create(a) => a.preserve_fds,
+        cli::Command::Run(a) => a.preserve_fds,
+        cli::Command::Exec(a) => a.preserve_fds,
+        _ => 0,
+    };
+    let listen: i32 = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let first = 3 + preserved.max(0) as u32 + listen.max(0) as u32;
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range only changes flags of our own descriptors.
+    let done =
+        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) } == 0;
+    if !done {
+        // Kernels before 5.11: one by one.
+        let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter(|&fd: &i32| fd >= first as i32)
+            .collect();
+        for fd in fds {
+            // SAFETY: setting FD_CLOEXEC on a descriptor number is harmless
+            // even if it was the directory listing's, now closed.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
     }
 }
 

@@ -140,6 +140,8 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         );
     }
 
+    check_process_cwd(&spec, &rootfs)?;
+    resolve_mount_destinations(&mut spec, &rootfs)?;
     if let Some(root) = spec.root_mut().as_mut() {
         root.set_path(rootfs);
     }
@@ -231,6 +233,77 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
     })?;
     if let Some(problem) = &applied.image_ldcache_problem {
         tracing::debug!("the image's own ld.so.cache was not used: {problem}");
+    }
+    Ok(())
+}
+
+/// A working directory under /proc reaches file descriptors and roots of
+/// other processes (the CVE-2024-21626 pattern), also through a symlink in
+/// the image: no container needs one.
+fn check_process_cwd(spec: &Spec, rootfs: &Path) -> Result<()> {
+    let Some(cwd) = spec.process().as_ref().map(|p| p.cwd().clone()) else {
+        return Ok(());
+    };
+    let root = gpurun_gpu::in_root::Rootfs::open(rootfs)
+        .with_context(|| format!("open rootfs {}", rootfs.display()))?;
+    let resolved = root.resolve(&cwd).map(|(path, _)| path).map_err(|e| {
+        anyhow::anyhow!(
+            "process.cwd {}: {e}; set process.cwd to a directory of the image",
+            cwd.display()
+        )
+    })?;
+    if resolved.starts_with("/proc") {
+        bail!(
+            "process.cwd {} is under /proc ({}), which would reach outside the container: set process.cwd to a directory of the image",
+            cwd.display(),
+            resolved.display()
+        );
+    }
+    Ok(())
+}
+
+/// Mount destinations are resolved inside the rootfs here, as runc's
+/// securejoin does: a symlink in the image (even a dangling one, such as
+/// /etc/resolv.conf -> ../run/systemd/resolve/stub-resolv.conf) is followed
+/// with `..` and absolute targets stopping at the rootfs, and the mount
+/// goes to the symlink-free result. libcontainer then creates what is
+/// missing without following anything. procfs, sysfs and /dev must not be
+/// symlinks at all: a hostile image would move them under its control.
+fn resolve_mount_destinations(spec: &mut Spec, rootfs: &Path) -> Result<()> {
+    let root = gpurun_gpu::in_root::Rootfs::open(rootfs)
+        .with_context(|| format!("open rootfs {}", rootfs.display()))?;
+    let Some(mounts) = spec.mounts_mut().as_mut() else {
+        return Ok(());
+    };
+    for mount in mounts.iter_mut() {
+        let dest = mount.destination().clone();
+        let (resolved, followed) = root.resolve(&dest).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => anyhow::anyhow!(
+                "mount destination {}: a symlink loop in the image; fix the image, or mount elsewhere",
+                dest.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("mount destination {}", dest.display())),
+        })?;
+        if !followed {
+            continue;
+        }
+        let special = matches!(mount.typ().as_deref(), Some("proc" | "sysfs"))
+            || ["/proc", "/sys", "/dev"]
+                .iter()
+                .any(|p| dest.starts_with(p));
+        if special {
+            bail!(
+                "mount destination {} goes through a symlink in the image ({} on the way): /proc, /sys and /dev must be directories; fix the image",
+                dest.display(),
+                resolved.display()
+            );
+        }
+        tracing::debug!(
+            "mount destination {} resolved to {}",
+            dest.display(),
+            resolved.display()
+        );
+        mount.set_destination(resolved);
     }
     Ok(())
 }
