@@ -490,13 +490,11 @@ fn kill_9_halfway_through_create_then_delete_force_cleans_up() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let out = rt.run(["delete", "--force", &id]);
+    let out = rt.run(["--debug", "delete", "--force", &id]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
-    assert!(
-        cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
-        "cgroup left"
-    );
+    let left = cgroup_dirs(&format!("gpurun/{id}"));
+    assert!(left.is_empty(), "cgroup left: {left:?}\n{}", out.stderr);
     std::thread::sleep(Duration::from_millis(200));
     let alive: Vec<i32> = processes_mentioning(&id)
         .into_iter()

@@ -1,5 +1,6 @@
 //! Container ids and loading a container's saved state.
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -28,6 +29,85 @@ pub fn state_dir(root: &Path, id: &str) -> PathBuf {
 
 pub fn creating_dir(root: &Path, id: &str) -> PathBuf {
     root.join(format!("{id}{CREATING_SUFFIX}"))
+}
+
+/// The file a create holds an exclusive `flock` on, in its working
+/// directory. The lock belongs to the open file, which libcontainer's
+/// intermediate and init processes inherit through fork: it is free only
+/// once every process of the create is gone (or init has exec'd the
+/// container's process, where close-on-exec drops it).
+const CREATOR_LOCK: &str = "creator.lock";
+
+pub fn lock_creator(creating_dir: &Path) -> Result<std::fs::File> {
+    let path = creating_dir.join(CREATOR_LOCK);
+    let file =
+        std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+    if !try_lock(&file) {
+        bail!("{} is locked by another gpurun", path.display());
+    }
+    Ok(file)
+}
+
+/// A non-blocking exclusive `flock`.
+fn try_lock(file: &std::fs::File) -> bool {
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// Stops what a killed create left running: libcontainer's intermediate
+/// process may still be joining cgroups, and init may be waiting. Kills
+/// every process in the container's own cgroup (and nothing else) until
+/// the creator lock is free, so no process of the create can make a cgroup
+/// directory after `delete` removed them. Gives up after five seconds.
+pub fn stop_killed_create(container: &Container, creating_dir: &Path) {
+    let Ok(lock) = std::fs::File::open(creating_dir.join(CREATOR_LOCK)) else {
+        return; // no create got as far as forking
+    };
+    let cgroup = container.spec().ok().map(|config| config.cgroup_path);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Some(path) = &cgroup {
+            for pid in cgroup_pids(path) {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        let free = try_lock(&lock);
+        if free || std::time::Instant::now() > deadline {
+            if !free {
+                tracing::warn!(
+                    "processes of the killed create of {:?} are still alive",
+                    container.id()
+                );
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Every pid in a cgroupfs path, in any hierarchy (v2, or each v1
+/// controller). Empty for a systemd-style path.
+fn cgroup_pids(path: &Path) -> Vec<nix::unistd::Pid> {
+    let text = path.to_string_lossy();
+    if !text.starts_with('/') {
+        return Vec::new();
+    }
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    let root = Path::new("/sys/fs/cgroup");
+    let mut dirs = vec![root.join(relative)];
+    if let Ok(entries) = std::fs::read_dir(root) {
+        dirs.extend(entries.flatten().map(|e| e.path().join(relative)));
+    }
+    dirs.iter()
+        .filter_map(|dir| std::fs::read_to_string(dir.join("cgroup.procs")).ok())
+        .flat_map(|procs| {
+            procs
+                .lines()
+                .filter_map(|line| line.trim().parse().ok())
+                .map(nix::unistd::Pid::from_raw)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 pub fn exists(root: &Path, id: &str) -> bool {

@@ -94,6 +94,9 @@ pub struct PreparedBundle {
     pub dir: PathBuf,
     pub user_bundle: PathBuf,
     pub spec: Spec,
+    /// Held by this create and inherited by every process it forks, so a
+    /// `delete --force` after a killed create can wait for them all.
+    _creator_lock: Option<fs::File>,
 }
 
 impl Drop for PreparedBundle {
@@ -127,10 +130,12 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
     }
     let mut prepared = PreparedBundle {
+        _creator_lock: None,
         dir,
         user_bundle,
         spec: Spec::default(),
     };
+    prepared._creator_lock = Some(containers::lock_creator(&prepared.dir)?);
     if containers::exists(opts.root, opts.id) || containers::state_dir(opts.root, opts.id).exists()
     {
         bail!(

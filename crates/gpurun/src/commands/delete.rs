@@ -26,6 +26,9 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     let mut container = containers::load(&ctx.root, id)?;
     container.refresh_status()?;
     let status = container.status();
+    if args.force && status == ContainerStatus::Creating {
+        containers::stop_killed_create(&container, &creating);
+    }
     if !args.force && matches!(status, ContainerStatus::Running | ContainerStatus::Paused) {
         anyhow::bail!(
             "container {id:?} is {status}: stop it first (\"gpurun kill {id}\"), or use \"gpurun delete --force {id}\""
