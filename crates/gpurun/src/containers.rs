@@ -110,6 +110,25 @@ fn cgroup_pids(path: &Path) -> Vec<nix::unistd::Pid> {
         .collect()
 }
 
+/// Present in the state dir of a container whose config has no `process`.
+const NO_PROCESS_FILE: &str = "gpurun-no-process";
+
+pub fn mark_no_process(root: &Path, id: &str) -> Result<()> {
+    let path = state_dir(root, id).join(NO_PROCESS_FILE);
+    std::fs::write(&path, b"").with_context(|| format!("write {}", path.display()))
+}
+
+/// `start` of a container without a process is an error that leaves the
+/// container as it was, as the runtime spec asks.
+pub fn refuse_start_without_process(root: &Path, id: &str) -> Result<()> {
+    if state_dir(root, id).join(NO_PROCESS_FILE).exists() {
+        bail!(
+            "container {id:?} has no process to start: its config.json has no \"process\"; delete it (\"gpurun delete {id}\"), add one (see \"gpurun spec\") and create it again"
+        );
+    }
+    Ok(())
+}
+
 pub fn exists(root: &Path, id: &str) -> bool {
     state_dir(root, id).join("state.json").exists()
 }

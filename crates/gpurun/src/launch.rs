@@ -41,24 +41,53 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
 
     let mut builder = ContainerBuilder::new(args.id.to_owned(), SyscallType::default());
     builder.stdout = args.stdout;
-    let mut container = builder
+    let container = builder
         .with_executor(GpurunExecutor)
         .with_pid_file(args.pid_file)?
         .with_console_socket(args.console_socket)
         .with_root_path(&ctx.root)?
         .with_preserved_fds(args.preserve_fds)
         .validate_id()?
-        .as_init(&prepared.dir)
+        .as_init(&prepared.user_bundle)
+        .with_config_dir(&prepared.dir)
         .with_systemd(ctx.global.systemd_cgroup)
         .with_detach(args.detach)
         .with_no_pivot(args.no_pivot)
-        .build()
-        .with_context(|| format!("create container {:?}", args.id))?;
+        .build();
+    let container = match container {
+        Ok(container) => container,
+        Err(e) => {
+            run_poststop_hooks_after_failed_create(args.id, &prepared);
+            return Err(e).with_context(|| format!("create container {:?}", args.id));
+        }
+    };
+    if prepared.no_process {
+        crate::containers::mark_no_process(&ctx.root, args.id)?;
+    }
 
-    // State reports the user's bundle, not gpurun's working copy.
-    container.state.bundle = prepared.user_bundle.clone();
-    container.save().context("save container state")?;
     Ok(container)
+}
+
+/// A failed create is a container stopped and destroyed: the runtime spec
+/// then goes on with the poststop hooks ("continue the lifecycle at step
+/// 12"), as runc does. Their failures are warnings.
+fn run_poststop_hooks_after_failed_create(id: &str, prepared: &prepare::PreparedBundle) {
+    let Some(hooks) = prepared.spec.hooks() else {
+        return;
+    };
+    let mut state = libcontainer::container::State::new(
+        id,
+        libcontainer::container::ContainerStatus::Stopped,
+        None,
+        prepared.user_bundle.clone(),
+    );
+    state.annotations = prepared.spec.annotations().clone();
+    libcontainer::hooks::run_hooks_warn_on_failure(
+        hooks.poststop().as_ref(),
+        Some(&state),
+        None,
+        "poststop",
+    );
 }
 
 /// Creates, starts and waits for a container in the foreground; deletes it
@@ -73,7 +102,7 @@ pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) 
     }
     let id = args.id.to_owned();
     let mut container = create(ctx, args)?;
-    start_or_delete(&mut container)?;
+    start_or_delete(ctx, &mut container)?;
     let init = container.pid().context("the container has no init pid")?;
     let code = crate::foreground::wait_for_init(init);
     if !keep {
@@ -86,8 +115,10 @@ pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) 
 
 /// Starts a created container; one that fails to start is deleted, so a
 /// failed `run` leaves nothing behind.
-pub fn start_or_delete(container: &mut Container) -> Result<()> {
-    if let Err(e) = container.start() {
+pub fn start_or_delete(ctx: &Ctx, container: &mut Container) -> Result<()> {
+    let started = crate::containers::refuse_start_without_process(&ctx.root, container.id())
+        .and_then(|()| Ok(container.start()?));
+    if let Err(e) = started {
         let id = container.id().to_owned();
         let _ = container.delete(true);
         return Err(e).with_context(|| format!("start container {id:?}"));

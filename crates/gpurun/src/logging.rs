@@ -113,6 +113,9 @@ impl LogLayer {
         match (self.debug, ours) {
             (true, true) => *level <= Level::DEBUG,
             (true, false) => *level <= Level::INFO,
+            // A failed poststart or poststop hook is a warning by the spec,
+            // and the only word the user gets of it.
+            (false, false) if target == "libcontainer::hooks" => *level == Level::WARN,
             (false, true) => *level <= Level::WARN,
             // Library internals (libcontainer's own error! calls) would
             // repeat our one error line in other words: only with --debug.

@@ -15,7 +15,9 @@ mod launch;
 mod logging;
 mod prepare;
 mod seal;
+mod signals;
 mod state_root;
+mod validate;
 
 use std::path::PathBuf;
 

@@ -97,6 +97,8 @@ pub struct PreparedBundle {
     /// Held by this create and inherited by every process it forks, so a
     /// `delete --force` after a killed create can wait for them all.
     _creator_lock: Option<fs::File>,
+    /// The config has no `process`: the container can be created, not started.
+    pub no_process: bool,
 }
 
 impl Drop for PreparedBundle {
@@ -117,6 +119,8 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     if spec.linux().is_none() {
         bail!("config.json has no \"linux\" section: gpurun runs Linux containers only");
     }
+    crate::validate::normalize_rootfs_propagation(&mut spec);
+    crate::validate::check(&spec)?;
 
     // The lock: exactly one create of this id gets past here.
     let dir = containers::creating_dir(opts.root, opts.id);
@@ -131,6 +135,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     }
     let mut prepared = PreparedBundle {
         _creator_lock: None,
+        no_process: false,
         dir,
         user_bundle,
         spec: Spec::default(),
@@ -145,6 +150,15 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         );
     }
 
+    if spec.process().is_none() {
+        // Created now; `start` refuses it (see executor::NO_PROCESS_MARKER).
+        let mut stand_in = libcontainer::oci_spec::runtime::Process::default();
+        stand_in.set_args(Some(vec!["gpurun-no-process".into()]));
+        stand_in.set_env(Some(vec![crate::executor::NO_PROCESS_MARKER.into()]));
+        stand_in.set_terminal(Some(false));
+        spec.set_process(Some(stand_in));
+        prepared.no_process = true;
+    }
     check_process_cwd(&spec, &rootfs)?;
     resolve_mount_destinations(&mut spec, &rootfs)?;
     if let Some(root) = spec.root_mut().as_mut() {

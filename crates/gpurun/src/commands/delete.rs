@@ -31,7 +31,8 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     }
     if !args.force && matches!(status, ContainerStatus::Running | ContainerStatus::Paused) {
         anyhow::bail!(
-            "container {id:?} is {status}: stop it first (\"gpurun kill {id}\"), or use \"gpurun delete --force {id}\""
+            "container {id:?} is {}: stop it first (\"gpurun kill {id}\"), or use \"gpurun delete --force {id}\"",
+            containers::status_name(&container)
         );
     }
     if args.force && status != ContainerStatus::Stopped && !containers::has_cgroup(&container) {

@@ -1,30 +1,58 @@
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
+use libcgroups::common::CgroupManager;
 use libcontainer::container::ContainerStatus;
 use libcontainer::signal::Signal;
+use nix::unistd::Pid;
 
 use crate::cli::KillArgs;
-use crate::{containers, Ctx};
+use crate::{containers, signals, Ctx};
 
 pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
-    let mut container = containers::load(&ctx.root, &args.container_id)?;
-    let signal = Signal::try_from(args.signal.as_str()).map_err(|_| {
-        anyhow!(
-            "unknown signal {:?}: use a name such as SIGTERM or KILL, or a number such as 9",
-            args.signal
-        )
-    })?;
+    let id = &args.container_id;
+    let mut container = containers::load(&ctx.root, id)?;
+    let number = signals::parse(&args.signal)?;
     container.refresh_status()?;
-    if container.status() == ContainerStatus::Stopped && !args.all {
-        anyhow::bail!("container {:?} is not running", args.container_id);
+    let status = container.status();
+    let alive = matches!(
+        status,
+        ContainerStatus::Created | ContainerStatus::Running | ContainerStatus::Paused
+    );
+    let stopped_with_all = args.all && status == ContainerStatus::Stopped;
+    if !(alive || stopped_with_all) {
+        anyhow::bail!("container {id:?} is {status}, not running: there is nothing to signal");
     }
-    // A rootless container without a cgroup has no pid list for --all: its
-    // init (and with it its pid namespace) is what can be signalled.
-    if args.all && !containers::has_cgroup(&container) {
-        return container
-            .kill(signal, false)
-            .with_context(|| format!("signal container {:?}", args.container_id));
+    let all = args.all && containers::has_cgroup(&container);
+    match nix::sys::signal::Signal::try_from(number) {
+        // A rootless container without a cgroup has no pid list for --all:
+        // its init (and with it its pid namespace) is what can be signalled.
+        Ok(signal) => container
+            .kill(Signal::from(signal), all)
+            .with_context(|| format!("signal container {id:?}")),
+        // Signal 0 and the real-time signals, which libcontainer's signal
+        // type cannot carry.
+        Err(_) => {
+            let pids = if all {
+                containers::cgroup_manager(&container)?.get_all_pids()?
+            } else {
+                container.pid().into_iter().collect()
+            };
+            for pid in pids {
+                send(pid, number).with_context(|| format!("signal container {id:?}"))?;
+            }
+            Ok(())
+        }
     }
-    container
-        .kill(signal, args.all)
-        .with_context(|| format!("signal container {:?}", args.container_id))
+}
+
+fn send(pid: Pid, number: i32) -> std::io::Result<()> {
+    // SAFETY: kill(2) takes plain integers.
+    if unsafe { libc::kill(pid.as_raw(), number) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    // Gone already is what a signal to a dying container gives.
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        return Ok(());
+    }
+    Err(err)
 }

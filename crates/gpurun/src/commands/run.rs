@@ -40,7 +40,7 @@ fn finish(ctx: &Ctx, args: &RunArgs, launch_args: LaunchArgs) -> Result<i32> {
         return launch::run_foreground(ctx, launch_args, !args.no_subreaper, args.keep);
     }
     let mut container = launch::create(ctx, launch_args)?;
-    launch::start_or_delete(&mut container)?;
+    launch::start_or_delete(ctx, &mut container)?;
     Ok(0)
 }
 

@@ -526,6 +526,37 @@ impl PathBufExt for PathBuf {
 }
 
 #[cfg(any(feature = "cgroupsv2_devices", feature = "v1"))]
+/// The device rules to apply, in order: a leading deny-all rule, then the
+/// default devices every container gets, then the rest of the spec's rules
+/// in their listed order. So a later rule in the spec can still deny a
+/// default device: the runtime spec says the rules are applied "in the
+/// listed order". (gpurun patch: the defaults came after every spec rule.)
+pub fn ordered_device_rules(spec_rules: &[LinuxDeviceCgroup]) -> Vec<LinuxDeviceCgroup> {
+    let is_deny_all = |rule: &LinuxDeviceCgroup| {
+        !rule.allow()
+            && matches!(rule.typ(), None | Some(LinuxDeviceType::A))
+            && rule.major().is_none()
+            && rule.minor().is_none()
+            && rule
+                .access()
+                .as_deref()
+                .is_none_or(|a| ['r', 'w', 'm'].iter().all(|c| a.contains(*c)))
+    };
+    let head = usize::from(spec_rules.first().is_some_and(is_deny_all));
+    let defaults: Vec<LinuxDeviceCgroup> = default_devices()
+        .iter()
+        .map(|d| d.into())
+        .chain(default_allow_devices())
+        .collect();
+    spec_rules[..head]
+        .iter()
+        .cloned()
+        .chain(defaults)
+        .chain(spec_rules[head..].iter().cloned())
+        .collect()
+}
+
+#[cfg(any(feature = "cgroupsv2_devices", feature = "v1"))]
 pub(crate) fn default_allow_devices() -> Vec<LinuxDeviceCgroup> {
     vec![
         LinuxDeviceCgroupBuilder::default()

@@ -33,6 +33,23 @@ pub enum HookError {
 
 type Result<T> = std::result::Result<T, HookError>;
 
+/// Runs each hook in turn; a failing one is logged as a warning and the
+/// rest still run. The runtime spec asks this of poststart and poststop
+/// hooks: "the runtime MUST log a warning, but the remaining hooks and
+/// lifecycle continue as if the hook had succeeded". (gpurun patch)
+pub fn run_hooks_warn_on_failure(
+    hooks: Option<&Vec<Hook>>,
+    state: Option<&State>,
+    cwd: Option<&Path>,
+    kind: &str,
+) {
+    for hook in hooks.into_iter().flatten() {
+        if let Err(err) = run_hooks(Some(&vec![hook.clone()]), state, cwd, None, None) {
+            tracing::warn!("{kind} hook {:?} failed, going on: {err}", hook.path());
+        }
+    }
+}
+
 pub fn run_hooks(
     hooks: Option<&Vec<Hook>>,
     state: Option<&State>,

@@ -3,7 +3,7 @@ use std::path::Path;
 use oci_spec::runtime::LinuxDeviceCgroup;
 
 use super::controller::Controller;
-use crate::common::{self, ControllerOpt, WrappedIoError, default_allow_devices, default_devices};
+use crate::common::{self, ControllerOpt, WrappedIoError};
 
 pub struct Devices {}
 
@@ -14,18 +14,8 @@ impl Controller for Devices {
     fn apply(controller_opt: &ControllerOpt, cgroup_root: &Path) -> Result<(), Self::Error> {
         tracing::debug!("Apply Devices cgroup config");
 
-        if let Some(devices) = controller_opt.resources.devices().as_ref() {
-            for d in devices {
-                Self::apply_device(d, cgroup_root)?;
-            }
-        }
-
-        for d in [
-            default_devices().iter().map(|d| d.into()).collect(),
-            default_allow_devices(),
-        ]
-        .concat()
-        {
+        let spec_rules = controller_opt.resources.devices().clone().unwrap_or_default();
+        for d in common::ordered_device_rules(&spec_rules) {
             Self::apply_device(&d, cgroup_root)?;
         }
 
@@ -58,6 +48,7 @@ mod tests {
     use oci_spec::runtime::{LinuxDeviceCgroupBuilder, LinuxDeviceType};
 
     use super::*;
+    use crate::common::default_allow_devices;
     use crate::test::set_fixture;
 
     #[test]

@@ -99,17 +99,12 @@ impl Container {
                     })?;
 
                     if let Some(hooks) = config.hooks.as_ref() {
-                        hooks::run_hooks(
+                        hooks::run_hooks_warn_on_failure(
                             hooks.poststop().as_ref(),
                             Some(&self.state),
                             None,
-                            None,
-                            None,
-                        )
-                        .map_err(|err| {
-                            tracing::error!(err = ?err, "failed to run post stop hooks");
-                            err
-                        })?;
+                            "poststop",
+                        );
                     }
                 }
                 Err(err) => {

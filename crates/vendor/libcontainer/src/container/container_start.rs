@@ -54,17 +54,12 @@ impl Container {
         // Run post start hooks. It runs after the container process is started.
         // It is called in the runtime namespace.
         if let Some(hooks) = config.hooks.as_ref() {
-            hooks::run_hooks(
+            hooks::run_hooks_warn_on_failure(
                 hooks.poststart().as_ref(),
                 Some(&self.state),
                 Some(&self.root),
-                None,
-                None,
-            )
-            .map_err(|err| {
-                tracing::error!("failed to run post start hooks: {}", err);
-                err
-            })?;
+                "poststart",
+            );
         }
 
         Ok(())

@@ -21,6 +21,8 @@ use crate::{apparmor, tty, user_ns, utils};
 pub struct InitContainerBuilder {
     base: ContainerBuilder,
     bundle: PathBuf,
+    /// Where config.json is read from, if not the bundle. (gpurun patch)
+    config_dir: Option<PathBuf>,
     use_systemd: bool,
     detached: bool,
     no_pivot: bool,
@@ -34,6 +36,7 @@ impl InitContainerBuilder {
         Self {
             base: builder,
             bundle,
+            config_dir: None,
             use_systemd: true,
             detached: true,
             no_pivot: false,
@@ -69,6 +72,14 @@ impl InitContainerBuilder {
     /// Replaces the bundle set by [`ContainerBuilder::as_init`].  
     pub fn with_bundle<P: Into<PathBuf>>(mut self, bundle: P) -> Self {
         self.bundle = bundle.into();
+        self
+    }
+
+    /// Reads config.json from `dir` instead of the bundle, which stays the
+    /// bundle in the container's state and in what hooks are told.
+    /// (gpurun patch: gpurun runs an edited copy of the user's config.)
+    pub fn with_config_dir<P: Into<PathBuf>>(mut self, dir: P) -> Self {
+        self.config_dir = Some(dir.into());
         self
     }
 
@@ -164,7 +175,11 @@ impl InitContainerBuilder {
     }
 
     fn load_spec(&self) -> Result<Spec, LibcontainerError> {
-        let source_spec_path = self.bundle.join("config.json");
+        let source_spec_path = self
+            .config_dir
+            .as_ref()
+            .unwrap_or(&self.bundle)
+            .join("config.json");
         let mut spec = Spec::load(source_spec_path)?;
         Self::validate_spec(&spec)?;
 

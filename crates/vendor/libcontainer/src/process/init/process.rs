@@ -464,9 +464,16 @@ pub fn container_init_process(
     // before pivot_root is called. This runs in the container namespaces.
     if matches!(args.container_type, ContainerType::InitContainer) {
         if let Some(hooks) = ctx.hooks {
+            // The container is created; its process is about to run.
+            // (gpurun patch: the state said "creating".)
+            let created_state = ctx.container.map(|c| {
+                let mut state = c.state.clone();
+                state.status = crate::container::ContainerStatus::Created;
+                state
+            });
             hooks::run_hooks(
                 hooks.start_container().as_ref(),
-                ctx.container.map(|c| &c.state),
+                created_state.as_ref(),
                 None,
                 None,
                 Some(&start_container_env),

@@ -1,0 +1,233 @@
+//! Checks of config.json that the runtime spec requires and that would
+//! otherwise fail late, deep in the container's init, with an unclear
+//! message (or not at all). Each error names the field and the fix.
+
+use std::collections::HashSet;
+
+use anyhow::{bail, Result};
+use libcontainer::oci_spec::runtime::{Hook, Spec};
+
+/// The values config-linux.md allows for `linux.rootfsPropagation`.
+const ROOTFS_PROPAGATIONS: [&str; 4] = ["shared", "slave", "private", "unbindable"];
+
+/// Docker sets "rshared" or "rslave" (runc accepts the recursive forms).
+/// libcontainer applies the propagation to the whole tree either way, so
+/// the recursive forms are taken as the plain ones.
+pub fn normalize_rootfs_propagation(spec: &mut Spec) {
+    if let Some(linux) = spec.linux_mut().as_mut() {
+        let plain = linux
+            .rootfs_propagation()
+            .as_deref()
+            .and_then(|v| v.strip_prefix('r'))
+            .filter(|v| ROOTFS_PROPAGATIONS.contains(v))
+            .map(str::to_owned);
+        if let Some(plain) = plain {
+            linux.set_rootfs_propagation(Some(plain));
+        }
+    }
+}
+
+pub fn check(spec: &Spec) -> Result<()> {
+    check_cwd(spec)?;
+    check_rlimits(spec)?;
+    check_hooks(spec)?;
+    check_namespaces(spec)?;
+    check_rootfs_propagation(spec)
+}
+
+/// process.cwd "MUST be an absolute path".
+fn check_cwd(spec: &Spec) -> Result<()> {
+    if let Some(process) = spec.process() {
+        if !process.cwd().is_absolute() {
+            bail!(
+                "process.cwd {:?} is not an absolute path: give the full path, such as \"/\"",
+                process.cwd()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// "If rlimits contains duplicated entries with same type, the runtime
+/// MUST generate an error"; a soft limit above its hard one cannot be set.
+fn check_rlimits(spec: &Spec) -> Result<()> {
+    let rlimits = spec.process().as_ref().and_then(|p| p.rlimits().as_ref());
+    let mut seen = HashSet::new();
+    for rlimit in rlimits.into_iter().flatten() {
+        let name = serde_json::to_value(rlimit.typ())
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| format!("{:?}", rlimit.typ()));
+        if !seen.insert(name.clone()) {
+            bail!("process.rlimits lists {name} twice: keep one entry per type");
+        }
+        if rlimit.soft() > rlimit.hard() {
+            bail!(
+                "process.rlimits {name}: soft limit {} is above hard limit {}: lower soft or raise hard",
+                rlimit.soft(),
+                rlimit.hard()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Hook paths "MUST be absolute"; a timeout, if set, "MUST be greater than
+/// zero".
+fn check_hooks(spec: &Spec) -> Result<()> {
+    let Some(hooks) = spec.hooks() else {
+        return Ok(());
+    };
+    #[allow(deprecated)] // prestart is deprecated in the spec, still run
+    let lists: [(&str, &Option<Vec<Hook>>); 6] = [
+        ("prestart", hooks.prestart()),
+        ("createRuntime", hooks.create_runtime()),
+        ("createContainer", hooks.create_container()),
+        ("startContainer", hooks.start_container()),
+        ("poststart", hooks.poststart()),
+        ("poststop", hooks.poststop()),
+    ];
+    for (kind, list) in lists {
+        for (index, hook) in list.iter().flatten().enumerate() {
+            if !hook.path().is_absolute() {
+                bail!(
+                    "hooks.{kind}[{index}].path {:?} is not absolute: give the full path of the program",
+                    hook.path()
+                );
+            }
+            if let Some(timeout) = hook.timeout() {
+                if timeout <= 0 {
+                    bail!(
+                        "hooks.{kind}[{index}].timeout is {timeout}: give a number of seconds greater than zero, or leave it out"
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A namespace type listed twice is ambiguous: which one would the
+/// container get?
+fn check_namespaces(spec: &Spec) -> Result<()> {
+    let namespaces = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
+    let mut seen = HashSet::new();
+    for ns in namespaces.into_iter().flatten() {
+        if !seen.insert(ns.typ()) {
+            bail!(
+                "linux.namespaces lists the {} namespace twice: keep one entry per type",
+                ns.typ()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn check_rootfs_propagation(spec: &Spec) -> Result<()> {
+    let propagation = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.rootfs_propagation().as_deref());
+    if let Some(value) = propagation {
+        if !ROOTFS_PROPAGATIONS.contains(&value) {
+            bail!(
+                "linux.rootfsPropagation {value:?} is not one of {}: pick one of those, or leave it out",
+                ROOTFS_PROPAGATIONS.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(edit: serde_json::Value) -> Spec {
+        let mut base = serde_json::to_value(Spec::default()).unwrap();
+        json_merge(&mut base, edit);
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn json_merge(base: &mut serde_json::Value, edit: serde_json::Value) {
+        match (base, edit) {
+            (serde_json::Value::Object(b), serde_json::Value::Object(e)) => {
+                for (k, v) in e {
+                    json_merge(b.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+            (b, e) => *b = e,
+        }
+    }
+
+    fn error(edit: serde_json::Value) -> String {
+        check(&spec(edit)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_default_spec_passes() {
+        check(&Spec::default()).unwrap();
+    }
+
+    #[test]
+    fn a_relative_cwd_is_refused() {
+        let err = error(serde_json::json!({"process": {"cwd": "tmp"}}));
+        assert!(
+            err.contains("process.cwd \"tmp\" is not an absolute path"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn duplicate_rlimits_are_refused() {
+        let err = error(serde_json::json!({"process": {"rlimits": [
+            {"type": "RLIMIT_NOFILE", "soft": 1, "hard": 2},
+            {"type": "RLIMIT_NOFILE", "soft": 1, "hard": 2}
+        ]}}));
+        assert!(err.contains("RLIMIT_NOFILE twice"), "{err}");
+    }
+
+    #[test]
+    fn soft_above_hard_is_refused() {
+        let err = error(serde_json::json!({"process": {"rlimits": [
+            {"type": "RLIMIT_CORE", "soft": 5, "hard": 2}
+        ]}}));
+        assert!(err.contains("soft limit 5 is above hard limit 2"), "{err}");
+    }
+
+    #[test]
+    fn hooks_need_absolute_paths_and_positive_timeouts() {
+        let err = error(serde_json::json!({"hooks": {"poststart": [{"path": "true"}]}}));
+        assert!(err.contains("hooks.poststart[0].path"), "{err}");
+        let err = error(serde_json::json!({"hooks": {"createRuntime": [
+            {"path": "/bin/true", "timeout": 1},
+            {"path": "/bin/true", "timeout": 0}
+        ]}}));
+        assert!(err.contains("hooks.createRuntime[1].timeout is 0"), "{err}");
+    }
+
+    #[test]
+    fn a_namespace_listed_twice_is_refused() {
+        let err = error(serde_json::json!({"linux": {"namespaces": [
+            {"type": "pid"}, {"type": "mount"}, {"type": "pid"}
+        ]}}));
+        assert!(err.contains("pid namespace twice"), "{err}");
+    }
+
+    #[test]
+    fn rootfs_propagation_takes_the_four_spec_values() {
+        for ok in ROOTFS_PROPAGATIONS {
+            check(&spec(
+                serde_json::json!({"linux": {"rootfsPropagation": ok}}),
+            ))
+            .unwrap();
+        }
+        let err = error(serde_json::json!({"linux": {"rootfsPropagation": "bogus"}}));
+        assert!(err.contains("\"bogus\" is not one of"), "{err}");
+        let mut docker = spec(serde_json::json!({"linux": {"rootfsPropagation": "rslave"}}));
+        normalize_rootfs_propagation(&mut docker);
+        check(&docker).unwrap();
+        let linux = docker.linux().as_ref().unwrap();
+        assert_eq!(linux.rootfs_propagation().as_deref(), Some("slave"));
+    }
+}
