@@ -561,3 +561,92 @@ fn oci_version_must_be_1_x() {
     assert!(out.stderr.contains("2.0.0"), "{}", out.stderr);
     assert!(rt.leftovers().is_empty());
 }
+
+/// Receives the pty master that `--console-socket` hands over.
+fn receive_console(listener: &std::os::unix::net::UnixListener) -> fs::File {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let (stream, _) = listener.accept().unwrap();
+    let mut buf = [0u8; 4096];
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let msg = recvmsg::<()>(
+        stream.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    for cmsg in msg.cmsgs().unwrap() {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            // SAFETY: the fd was just received and is owned by nobody else.
+            return unsafe { fs::File::from_raw_fd(fds[0]) };
+        }
+    }
+    panic!("no fd on the console socket");
+}
+
+#[test]
+fn process_terminal_gets_a_pty_through_the_console_socket() {
+    require_root!();
+    let rt = Runtime::new();
+    let scratch = gpurun_tests::Scratch::new("console");
+    let socket = scratch.path().join("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let bundle = bundle_running("tty; stty size; echo done");
+    bundle.edit(|c| {
+        c["process"]["terminal"] = true.into();
+        c["process"]["consoleSize"] = serde_json::json!({"height": 33, "width": 111});
+    });
+    let id = unique("oci");
+    let dir = bundle.dir.clone();
+    let root = rt.root.clone();
+    let creator = std::thread::spawn(move || {
+        gpurun_tests::run_cmd(
+            std::process::Command::new(gpurun_tests::gpurun_bin())
+                .arg("--root")
+                .arg(root)
+                .args([
+                    "create",
+                    "--bundle",
+                    dir.to_str().unwrap(),
+                    "--console-socket",
+                ])
+                .arg(&socket)
+                .arg(&id),
+            Duration::from_secs(30),
+        );
+        id
+    });
+    let mut master = receive_console(&listener);
+    let id = creator.join().unwrap();
+    rt.run(["start", &id]).ok();
+    let mut output = Vec::new();
+    let mut buf = [0u8; 1024];
+    let start = Instant::now();
+    while !String::from_utf8_lossy(&output).contains("done") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            String::from_utf8_lossy(&output)
+        );
+        use std::io::Read;
+        match master.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => output.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&output);
+    assert!(
+        text.contains("/dev/pts/") || text.contains("/dev/console"),
+        "not a tty: {text}"
+    );
+    assert!(
+        text.contains("33 111"),
+        "consoleSize was not applied: {text}"
+    );
+    wait_until("the process to exit", || {
+        rt.state(&id)["status"] == "stopped"
+    });
+    rt.run(["delete", &id]).ok();
+}
