@@ -8,6 +8,8 @@ cargo build --locked -p gpurun -p fake-nvml -p cri-client
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace
+# Every fuzz target for a short fixed time (longer by hand: sh scripts/fuzz.sh 600).
+sh scripts/fuzz.sh 20
 # End-to-end suites against real engines and schedulers; each prints
 # "N passed, M failed" and fails the run if any check failed.
 for suite in integration/*.sh; do

@@ -1,0 +1,89 @@
+//! Any bytes as a bundle's config.json go through gpurun's whole GPU flow
+//! (request → plan → apply against a fixed inventory): an error, or an
+//! edited spec that serializes and parses back; never a panic.
+#![no_main]
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use gpurun_gpu::inventory::{DeviceNode, DriverFile, FileKind, Gpu};
+use gpurun_gpu::{apply, plan, request, Capability, Inventory, Roots};
+use libfuzzer_sys::fuzz_target;
+use oci_spec::runtime::Spec;
+
+/// A scratch rootfs and work directory, one per fuzzing process.
+fn dirs() -> &'static (PathBuf, PathBuf) {
+    static DIRS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    DIRS.get_or_init(|| {
+        let base = std::env::temp_dir().join(format!("gpurun-fuzz-spec-{}", std::process::id()));
+        let rootfs = base.join("rootfs");
+        let work = base.join("work");
+        std::fs::create_dir_all(rootfs.join("etc")).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        std::fs::write(base.join("libcuda.so.535.309.01"), b"").unwrap();
+        (rootfs, work)
+    })
+}
+
+fn node(path: &str, minor: u32) -> DeviceNode {
+    DeviceNode {
+        path: path.into(),
+        host_path: PathBuf::from(path),
+        major: 195,
+        minor,
+        file_mode: 0o666,
+    }
+}
+
+fn inventory(base: &Path) -> Inventory {
+    let gpu = |index: u32| Gpu {
+        index,
+        minor: index,
+        uuid: format!("GPU-11111111-2222-3333-4444-55555555555{index}"),
+        pci_bus_id: format!("0000:3{index}:00.0"),
+        model: "NVIDIA H100".into(),
+        arch: Some("9.0".into()),
+        brand: Some("nvidia".into()),
+        node: Some(node(&format!("/dev/nvidia{index}"), index)),
+        migs: Vec::new(),
+    };
+    let libcuda = DriverFile {
+        kind: FileKind::Library,
+        host_path: base.join("libcuda.so.535.309.01"),
+        path_in_root: PathBuf::from("usr/lib/x86_64-linux-gnu/libcuda.so.535.309.01"),
+        soname: Some("libcuda.so.1".into()),
+        compat32: false,
+    };
+    Inventory {
+        roots: Roots {
+            proc_root: base.join("no-proc"),
+            ..Roots::default()
+        },
+        source: "fuzz".into(),
+        driver_version: "535.309.01".into(),
+        cuda_version: Some("12.2".into()),
+        gpus: vec![gpu(0), gpu(1)],
+        control_nodes: vec![node("/dev/nvidiactl", 255)],
+        other_nodes: Vec::new(),
+        files: BTreeMap::from([(Capability::Compute, vec![libcuda])]),
+        firmware: Vec::new(),
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(mut spec) = serde_json::from_slice::<Spec>(data) else {
+        return;
+    };
+    let (rootfs, work) = dirs();
+    let inv = inventory(rootfs.parent().unwrap());
+    let Ok(req) = request::from_spec(&spec) else {
+        return;
+    };
+    let Ok(plan) = plan::make(&inv, &req, Some(rootfs)) else {
+        return;
+    };
+    if apply::apply(&mut spec, &plan, rootfs, work, &mut |_, _| {}).is_ok() {
+        let text = serde_json::to_vec(&spec).expect("an edited spec serializes");
+        serde_json::from_slice::<Spec>(&text).expect("an edited spec parses back");
+    }
+});
