@@ -1,7 +1,8 @@
 #!/bin/sh
 # Stress: TOTAL containers (default 200), PARALLEL at a time (default 20),
 # mixing run, create+start+delete, run -d + exec + kill and create + start +
-# kill --all + delete --force; as root (rootless: not yet); for gpurun and runc in the same run. Fails if anything is
+# kill --all + delete --force; as root, then rootless as the unprivileged
+# user gpurun-test; for gpurun and runc in the same run. Fails if anything is
 # left: state dirs, cgroups, mounts, zombies. Prints containers per second.
 # Usage: scripts/stress.sh [TOTAL] [PARALLEL]   (as root)
 set -eu
@@ -17,14 +18,29 @@ grep -q "^$user:" /etc/subgid || echo "$user:200000:65536" >> /etc/subgid
 work=$(mktemp -d /tmp/gpurun-stress.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
-bundles() { # DIR [-r]
+bundles() { # DIR [-r] [COMMAND PREFIX, to run as the user who will use them]
+  dir=$1 flag=$2
+  shift 2
   for kind in true sleep; do
-    sh scripts/busybox-bundle.sh $2 "$1/$kind" "$gpurun" >/dev/null
+    "$@" sh scripts/busybox-bundle.sh $flag "$dir/$kind" "$gpurun" >/dev/null
   done
-  jq '.process.args = ["true"]' "$1/true/config.json" > "$1/c" && mv "$1/c" "$1/true/config.json"
-  jq '.process.args = ["sleep", "30"]' "$1/sleep/config.json" > "$1/c" && mv "$1/c" "$1/sleep/config.json"
+  "$@" sh -c "jq '.process.args = [\"true\"]' '$dir/true/config.json' > '$dir/c' && mv '$dir/c' '$dir/true/config.json'"
+  "$@" sh -c "jq '.process.args = [\"sleep\", \"30\"]' '$dir/sleep/config.json' > '$dir/c' && mv '$dir/c' '$dir/sleep/config.json'"
 }
+status=0
 bundles "$work/root" ""
 echo "== as root"
 python3 scripts/stress.py "$total" "$parallel" "$work/root" \
-  "gpurun=$gpurun --root $work/root/gpurun-state" "runc=runc --root $work/root/runc-state"
+  "gpurun=$gpurun --root $work/root/gpurun-state" "runc=runc --root $work/root/runc-state" || status=1
+
+# Rootless: bundles and state dirs made and used by the user. This host
+# gives no cgroup delegation, so both runtimes run without cgroups.
+mkdir "$work/user"
+chown "$user" "$work/user"
+as_user="runuser -u $user -- env HOME=$work/user STRESS_KILL_ALL=0"
+bundles "$work/user" -r $as_user
+echo "== rootless, as $user"
+$as_user python3 scripts/stress.py "$total" "$parallel" "$work/user" \
+  "gpurun=$gpurun --root $work/user/gpurun-state" \
+  "runc=runc --rootless true --root $work/user/runc-state" || status=1
+exit $status
