@@ -166,3 +166,23 @@ fn cgroup_paths_that_are_not_the_containers_own_are_refused() {
         assert_clean_failure(&rt, &["run", "--bundle", &b, &id], &id, want);
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_a_listing_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    // `gpurun features | head -0`: the pipe's reader is gone before gpurun
+    // writes. It must end on SIGPIPE, as runc does, not panic on EPIPE.
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    drop(read_end);
+    let scratch = Scratch::new("epipe");
+    let err_path = scratch.path().join("stderr");
+    let status = std::process::Command::new(gpurun_bin())
+        .arg("features")
+        .stdout(std::process::Stdio::from(write_end))
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .status()
+        .unwrap();
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}: {stderr}");
+}

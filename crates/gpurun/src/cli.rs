@@ -253,6 +253,26 @@ impl Command {
     /// Commands that place a process inside a container. Only these re-exec
     /// from a sealed copy of the binary: a container process can reach
     /// `/proc/<pid>/exe` only of a runtime that joined its namespaces.
+    /// Commands whose work is printing (or is done before they print):
+    /// when their reader goes away (`gpurun list | head -1`) they end
+    /// quietly on SIGPIPE, as runc does, instead of failing on EPIPE.
+    /// The others keep SIGPIPE ignored: they talk to their own children
+    /// over pipes, and a dead child must be an error they clean up after.
+    pub fn only_reports(&self) -> bool {
+        match self {
+            Command::State(_)
+            | Command::Ps(_)
+            | Command::List(_)
+            | Command::Features(_)
+            | Command::Spec(_)
+            | Command::Events(_)
+            | Command::Doctor { .. }
+            | Command::Setup(_) => true,
+            Command::Gpu(gpu) => !matches!(gpu, GpuCommand::Verify { .. }),
+            _ => false,
+        }
+    }
+
     pub fn enters_container(&self) -> bool {
         matches!(
             self,

@@ -35,6 +35,10 @@ fn main() {
     refuse_to_run_as_a_hook();
     let cli = Cli::parse();
     close_inherited_fds(&cli.command);
+    if cli.command.only_reports() {
+        // SAFETY: restoring a default disposition, before any thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     if cli.command.enters_container() {
         if let Err(e) = seal::ensure_sealed() {
             eprintln!("gpurun: {e:#}");
