@@ -24,11 +24,15 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     }
     // For a missing container, this is the "does not exist" error.
     let mut container = containers::load(&ctx.root, id)?;
-    container.refresh_status()?;
-    let status = container.status();
-    if args.force && status == ContainerStatus::Creating {
+    if args.force && creating.is_dir() {
+        // A create of this id is under way or was killed halfway (its
+        // working directory outlives only an unfinished create). Before
+        // the status is read: libcontainer calls a container without an
+        // init pid "stopped", even while its intermediate process lives.
         containers::stop_killed_create(&container, &creating);
     }
+    container.refresh_status()?;
+    let status = container.status();
     if !args.force && matches!(status, ContainerStatus::Running | ContainerStatus::Paused) {
         anyhow::bail!(
             "container {id:?} is {}: stop it first (\"gpurun kill {id}\"), or use \"gpurun delete --force {id}\"",
