@@ -100,30 +100,30 @@ set +e
 nodes='ls /dev/nvidia[0-9]* 2>/dev/null | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=$?'
 as_user() { su -s /bin/sh "$user" -c "SLURM_CONF=$SLURM_CONF XDG_RUNTIME_DIR= $*"; }
 
-out=$(srun --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" -- sh -c "$nodes" 2>&1)
+out=$(srun --quiet --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" -- sh -c "$nodes" 2>&1)
 check "root: srun --gres=gpu:1 shows one GPU node" "/dev/nvidia0 smi=9" "$out"
 
-out=$(srun --gres=gpu:2 "$gpurun" $roots run --rootfs "$work/rootfs" -- sh -c "$nodes" 2>&1)
+out=$(srun --quiet --gres=gpu:2 "$gpurun" $roots run --rootfs "$work/rootfs" -- sh -c "$nodes" 2>&1)
 check "root: srun --gres=gpu:2 shows both" "/dev/nvidia0 /dev/nvidia1 smi=9" "$out"
 
-out=$(as_user srun --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" -- sh -c "'$nodes'" 2>&1)
+out=$(as_user srun --quiet --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" -- sh -c "'$nodes'" 2>&1)
 check "user: srun --gres=gpu:1 shows one GPU node" "/dev/nvidia0 smi=9" "$out"
 
 # While a job holds GPU 0, the next step gets GPU 1, and only that.
-srun --gres=gpu:1 sleep 8 &
+srun --quiet --gres=gpu:1 sleep 8 &
 holder=$!
 pids="$holder $pids"
 sleep 2
-out=$(as_user srun --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" --gpus all -- sh -c "'$nodes'" 2>&1)
+out=$(as_user srun --quiet --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" --gpus all -- sh -c "'$nodes'" 2>&1)
 check "user: with GPU 0 taken, --gpus all gives GPU 1 only" "/dev/nvidia1 smi=9" "$out"
-out=$(as_user srun --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" --gpus 0 -- true 2>&1; echo "rc=$?")
+out=$(as_user srun --quiet --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" --gpus 0 -- true 2>&1; echo "rc=$?")
 case "$out" in
   *"GPU 0 is not allocated to Slurm job"*rc=*) check "user: a GPU outside the allocation is refused" refused refused ;;
   *) check "user: a GPU outside the allocation is refused" refused "$out" ;;
 esac
 wait "$holder" || true
 
-out=$(srun "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$nodes" 2>&1)
+out=$(srun --quiet "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$nodes" 2>&1)
 check "root: a job without --gres gets no GPU" "smi=127" "$out"
 
 summary slurm
