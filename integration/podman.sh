@@ -27,9 +27,7 @@ trap cleanup EXIT INT TERM
 make_fixtures
 chmod -R a+rX "$work"
 
-id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
-grep -q "^$user:" /etc/subuid || echo "$user:200000:65536" >> /etc/subuid
-grep -q "^$user:" /etc/subgid || echo "$user:200000:65536" >> /etc/subgid
+sh scripts/test-user.sh "$user"
 home="$work/home"
 mkdir -p "$home/run"
 chown -R "$user" "$home"

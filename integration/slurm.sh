@@ -32,9 +32,7 @@ cp -a "$work/rootfs" "$work/rootfs-plain"
 host="$work/fx/host"
 roots="--driver-root $host/driver --dev-root $host --proc-root $host/proc"
 user=gpurun-test
-id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
-grep -q "^$user:" /etc/subuid || echo "$user:200000:65536" >> /etc/subuid
-grep -q "^$user:" /etc/subgid || echo "$user:200000:65536" >> /etc/subgid
+sh scripts/test-user.sh "$user"
 
 # munge with its own socket, key and logs.
 # munged wants a socket dir everyone can enter and a key only it can read.

@@ -13,9 +13,7 @@ sh scripts/install-deps.sh
 cargo build --locked --release -p gpurun >/dev/null 2>&1
 gpurun="$PWD/target/release/gpurun"
 user=gpurun-test
-id "$user" >/dev/null 2>&1 || useradd -m -s /bin/sh "$user"
-grep -q "^$user:" /etc/subuid || echo "$user:200000:65536" >> /etc/subuid
-grep -q "^$user:" /etc/subgid || echo "$user:200000:65536" >> /etc/subgid
+sh scripts/test-user.sh "$user"
 work=$(mktemp -d /var/tmp/gpurun-bench-import.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT

@@ -12,14 +12,9 @@ fn the_cdi_spec_validates_and_names_every_gpu() {
     let rt = Runtime::new();
     let scratch = Scratch::new("cdi");
     let path = scratch.path().join("nvidia.json");
-    let mut args = GpuFixtures::get().flags();
-    args.extend([
-        "gpu".into(),
-        "cdi".into(),
-        "-o".into(),
-        path.to_string_lossy().into_owned(),
-    ]);
-    rt.run(&args).ok();
+    let out_path = path.to_string_lossy();
+    rt.run(GpuFixtures::get().args(&["gpu", "cdi", "-o", &out_path]))
+        .ok();
     container_device_interface::spec::read_spec(&path, 0).expect("a valid CDI spec");
 
     let spec: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();

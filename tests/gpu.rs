@@ -24,14 +24,8 @@ fn run_gpu(
     bundle.set_process(args, env);
     bundle.edit(edit);
     let rt = Runtime::as_who(who.clone());
-    let mut cmd_args = GpuFixtures::get().flags();
-    cmd_args.extend([
-        "run".into(),
-        "--bundle".into(),
-        bundle.dir.to_string_lossy().into_owned(),
-        unique("gpu"),
-    ]);
-    let out = rt.run(&cmd_args);
+    let dir = bundle.dir.to_string_lossy();
+    let out = rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("gpu")]));
     assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
     out
 }
@@ -169,15 +163,9 @@ fn the_device_cgroup_allows_exactly_the_selected_nodes() {
     bundle.set_process(&["sleep", "300"], &["NVIDIA_VISIBLE_DEVICES=1"]);
     let rt = Runtime::new();
     let id = unique("devcg");
-    let mut args = GpuFixtures::get().flags();
-    args.extend([
-        "run".into(),
-        "-d".into(),
-        "--bundle".into(),
-        bundle.dir.to_string_lossy().into_owned(),
-        id.clone(),
-    ]);
-    rt.run(&args).ok();
+    let dir = bundle.dir.to_string_lossy();
+    rt.run(GpuFixtures::get().args(&["run", "-d", "--bundle", &dir, &id]))
+        .ok();
     let list = fs::read_to_string(format!("/sys/fs/cgroup/devices/gpurun/{id}/devices.list"));
     rt.run(["delete", "--force", &id]).ok();
     let Ok(list) = list else { return }; // cgroup v2: rules are eBPF, not listed
@@ -232,14 +220,9 @@ fn the_images_own_cache_is_left_untouched() {
     let before = fs::read(&cache).unwrap();
     bundle.set_process(&["true"], &["NVIDIA_VISIBLE_DEVICES=0"]);
     let rt = Runtime::new();
-    let mut args = GpuFixtures::get().flags();
-    args.extend([
-        "run".into(),
-        "--bundle".into(),
-        bundle.dir.to_string_lossy().into_owned(),
-        unique("cache"),
-    ]);
-    rt.run(&args).ok();
+    let dir = bundle.dir.to_string_lossy();
+    rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("cache")]))
+        .ok();
     assert_eq!(fs::read(&cache).unwrap(), before);
 }
 
@@ -390,14 +373,8 @@ fn hostile_images_get_safe_placement_and_nothing_on_the_host() {
         );
         break_image(&bundle.rootfs());
         let rt = Runtime::new();
-        let mut args = GpuFixtures::get().flags();
-        args.extend([
-            "run".into(),
-            "--bundle".into(),
-            bundle.dir.to_string_lossy().into_owned(),
-            unique("hostile"),
-        ]);
-        let out = rt.run(&args);
+        let dir = bundle.dir.to_string_lossy();
+        let out = rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("hostile")]));
         assert!(
             out.code == 0 || (out.code == 1 && out.stderr.lines().count() == 1),
             "{name}: {} {}",
@@ -433,9 +410,7 @@ fn hostile_images_get_safe_placement_and_nothing_on_the_host() {
 fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
     require_root!();
     let rt = Runtime::new();
-    let mut args = GpuFixtures::get().flags();
-    args.extend(["gpu".into(), "list".into(), "--json".into()]);
-    let out = rt.run(&args);
+    let out = rt.run(GpuFixtures::get().args(&["gpu", "list", "--json"]));
     out.ok();
     let list: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let names = |cap: &str| -> Vec<String> {
@@ -578,9 +553,7 @@ fn gpu_verify_reports_what_the_container_saw() {
     require_root!();
     for who in both() {
         let rt = Runtime::as_who(who.clone());
-        let mut args = GpuFixtures::get().flags();
-        args.extend(["gpu".into(), "verify".into(), "--gpus".into(), "1".into()]);
-        let out = rt.run(&args);
+        let out = rt.run(GpuFixtures::get().args(&["gpu", "verify", "--gpus", "1"]));
         // The fake host has no kernel driver: verify says exactly that, and
         // fails, since the container cannot see the GPU.
         assert_eq!(out.code, 1, "{} {}", out.stdout, out.stderr);

@@ -256,14 +256,8 @@ fn ld_preload_in_the_image_runs_no_host_program() {
             &[&preload, "NVIDIA_VISIBLE_DEVICES=0"],
         );
         let rt = Runtime::as_who(who.clone());
-        let mut args = GpuFixtures::get().flags();
-        args.extend([
-            "run".into(),
-            "--bundle".into(),
-            bundle.dir.to_string_lossy().into_owned(),
-            unique("preload"),
-        ]);
-        let out = rt.run(&args);
+        let dir = bundle.dir.to_string_lossy();
+        let out = rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("preload")]));
         assert_eq!(out.stdout.trim(), "smi=9", "{who:?}: {}", out.stderr);
         assert!(
             !marker.exists(),
@@ -302,14 +296,8 @@ fn hostile_ld_so_cache_files_do_not_break_injection() {
             &["NVIDIA_VISIBLE_DEVICES=0"],
         );
         let rt = Runtime::new();
-        let mut args = GpuFixtures::get().flags();
-        args.extend([
-            "run".into(),
-            "--bundle".into(),
-            bundle.dir.to_string_lossy().into_owned(),
-            unique("cache"),
-        ]);
-        let out = rt.run(&args);
+        let dir = bundle.dir.to_string_lossy();
+        let out = rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("cache")]));
         assert_eq!(
             (out.code, out.stdout.trim()),
             (0, "smi=9"),
@@ -347,14 +335,8 @@ fn hostile_gpu_request_values_get_one_clear_error() {
                 .push(json!(format!("NVIDIA_VISIBLE_DEVICES={value}")));
         });
         let id = unique("req");
-        let mut args = GpuFixtures::get().flags();
-        args.extend([
-            "create".into(),
-            "--bundle".into(),
-            bundle.dir.to_string_lossy().into_owned(),
-            id.clone(),
-        ]);
-        let out = rt.run(&args);
+        let dir = bundle.dir.to_string_lossy();
+        let out = rt.run(GpuFixtures::get().args(&["create", "--bundle", &dir, &id]));
         assert_eq!(out.code, 1, "{case}: {} {}", out.stdout, out.stderr);
         let lines: Vec<&str> = out.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{case}: {}", out.stderr);
@@ -498,17 +480,7 @@ fn kill_9_halfway_through_create_then_delete_force_cleans_up() {
     std::thread::sleep(Duration::from_millis(200));
     let alive: Vec<i32> = processes_mentioning(&id)
         .into_iter()
-        .filter(|pid| {
-            fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|s| {
-                    !s.rsplit(')')
-                        .next()
-                        .unwrap_or("")
-                        .trim_start()
-                        .starts_with('Z')
-                })
-                .unwrap_or(false)
-        })
+        .filter(|pid| is_alive(*pid))
         .collect();
     assert!(alive.is_empty(), "processes left: {alive:?}");
 }

@@ -444,14 +444,13 @@ fn gpu_run(who: &As, extra: &[&str], env: &[(&str, &str)], script: &str) -> Ran 
         As::User(u) => Some(u),
     };
     let bundle = Bundle::glibc(user);
-    let mut args: Vec<String> = GpuFixtures::get().flags();
-    args.extend([
-        "run".into(),
-        "--rootfs".into(),
-        bundle.rootfs().to_string_lossy().into_owned(),
-    ]);
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args.extend(["--".into(), "sh".into(), "-c".into(), script.into()]);
+    let rootfs = bundle.rootfs().to_string_lossy().into_owned();
+    let rest: Vec<&str> = ["run", "--rootfs", &rootfs]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .chain(["--", "sh", "-c", script])
+        .collect();
+    let args = GpuFixtures::get().args(&rest);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     gpurun(who, &args, env)
 }

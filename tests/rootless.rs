@@ -1,8 +1,6 @@
 //! Rootless containers: an unprivileged user with subuid/subgid ranges and
 //! a spec from `gpurun spec --rootless`, on a host without cgroup delegation.
 
-use std::fs;
-
 use gpurun_tests::*;
 use serde_json::json;
 
@@ -102,10 +100,7 @@ fn rootless_lifecycle_with_delete_force() {
     let out = rt.run(["exec", &id, "sh", "-c", "exit 6"]);
     assert_eq!(out.code, 6, "{}", out.stderr);
     rt.run(["delete", "--force", &id]).ok();
-    let alive = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.contains(") Z"))
-        .unwrap_or(false);
-    assert!(!alive, "init {pid} survived delete --force");
+    assert!(!is_alive(pid as i32), "init {pid} survived delete --force");
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
 }
 

@@ -534,8 +534,7 @@ fn posix_hooks_poststop_failure_is_a_warning() {
 fn annotations_and_unknown_properties() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     bundle.edit(|c| {
         c["annotations"] = serde_json::json!({"org.example.unknown-key": "", "com.example.k": "v"});
         // Unknown properties, top level and nested, MUST be ignored.

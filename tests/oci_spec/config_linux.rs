@@ -19,8 +19,7 @@ fn ns_inode(pid: &str, kind: &str) -> String {
 fn namespaces_listed_are_new_and_the_others_are_the_runtimes() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     // The default spec has pid, network, ipc, uts, mount, cgroup; drop
     // network, so the container must share the runtime's.
     bundle.edit(|c| {
@@ -60,12 +59,10 @@ fn namespaces_listed_are_new_and_the_others_are_the_runtimes() {
 fn namespaces_path_joins_an_existing_namespace() {
     require_root!();
     let rt = Runtime::new();
-    let first = Bundle::busybox();
-    first.set_args(&["sleep", "30"]);
+    let first = bundle_sleeping();
     let first_id = create(&rt, &first);
     let first_pid = init_pid(&rt, &first_id);
-    let second = Bundle::busybox();
-    second.set_args(&["sleep", "30"]);
+    let second = bundle_sleeping();
     second.edit(|c| {
         for ns in c["linux"]["namespaces"].as_array_mut().unwrap() {
             if ns["type"] == "network" || ns["type"] == "ipc" {
@@ -137,8 +134,7 @@ fn user_namespace_mappings_as_root() {
 fn devices_are_made_with_their_type_numbers_mode_and_owner() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     bundle.edit(|c| {
         c["linux"]["devices"] = serde_json::json!([
             {"path": "/dev/fuse", "type": "c", "major": 10, "minor": 229, "fileMode": 0o640, "uid": 12, "gid": 34},
@@ -168,8 +164,7 @@ fn devices_are_made_with_their_type_numbers_mode_and_owner() {
 fn default_devices_and_dev_symlinks() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     let id = create(&rt, &bundle);
     let pid = init_pid(&rt, &id);
     for (name, major, minor) in [
@@ -243,8 +238,7 @@ fn device_allowlist_applies_in_the_listed_order() {
 fn control_groups_path_is_the_containers_cgroup() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     let path = format!("gpurun-oci-test/{}", unique("cg"));
     bundle.edit(|c| c["linux"]["cgroupsPath"] = format!("/{path}").into());
     let id = create(&rt, &bundle);

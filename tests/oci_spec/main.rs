@@ -24,6 +24,14 @@ fn bundle_running(script: &str) -> Bundle {
     bundle
 }
 
+/// A busybox bundle (read-only rootfs, as `gpurun spec` makes it) whose
+/// process sleeps for 30 s: a container that stays up while it is looked at.
+fn bundle_sleeping() -> Bundle {
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "30"]);
+    bundle
+}
+
 /// `gpurun run` in the foreground; the container's output is in stdout.
 fn run(rt: &Runtime, bundle: &Bundle) -> (String, Ran) {
     let id = unique("oci");

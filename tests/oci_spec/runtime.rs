@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use gpurun_tests::{cgroup_dirs, require_root, unique, Bundle, Runtime, Scratch};
+use gpurun_tests::{cgroup_dirs, is_alive, require_root, unique, Bundle, Runtime, Scratch};
 
 use super::*;
 
@@ -10,8 +10,7 @@ use super::*;
 fn state_has_every_required_property() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     bundle.edit(|c| c["annotations"] = serde_json::json!({"com.example.key": "value"}));
     let id = create(&rt, &bundle);
     let state = rt.state(&id);
@@ -79,8 +78,7 @@ fn lifecycle_config_changes_after_create_have_no_effect() {
 fn create_with_an_id_in_use_is_an_error_and_creates_nothing() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     let id = create(&rt, &bundle);
     let pid = init_pid(&rt, &id);
     let out = rt.run(["create", "--bundle", bundle.dir.to_str().unwrap(), &id]);
@@ -200,8 +198,7 @@ fn kill_of_a_stopped_container_is_an_error() {
 fn kill_status_is_stopped_once_the_process_is_gone() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     let id = create(&rt, &bundle);
     rt.run(["start", &id]).ok();
     let pid = init_pid(&rt, &id);
@@ -209,13 +206,7 @@ fn kill_status_is_stopped_once_the_process_is_gone() {
     wait_until("the container to stop", || {
         rt.state(&id)["status"] == "stopped"
     });
-    assert!(
-        !exists(format!("/proc/{pid}"))
-            || fs::read_to_string(format!("/proc/{pid}/stat"))
-                .unwrap_or_default()
-                .contains(") Z"),
-        "the process is still alive"
-    );
+    assert!(!is_alive(pid), "the process is still alive");
     rt.run(["delete", &id]).ok();
     assert!(rt.leftovers().is_empty());
 }
@@ -231,12 +222,7 @@ fn delete_of_a_created_container_that_never_started() {
     rt.run(["delete", &id]).ok();
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
     assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
-    wait_until("init to be gone", || {
-        !exists(format!("/proc/{pid}"))
-            || fs::read_to_string(format!("/proc/{pid}/stat"))
-                .unwrap_or_default()
-                .contains(") Z")
-    });
+    wait_until("init to be gone", || !is_alive(pid));
     assert!(!exists(bundle.rootfs().join("ran")), "the process ran");
 }
 
@@ -244,8 +230,7 @@ fn delete_of_a_created_container_that_never_started() {
 fn delete_of_a_running_container_is_an_error() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     let id = create(&rt, &bundle);
     rt.run(["start", &id]).ok();
     let out = rt.run(["delete", &id]);
@@ -290,8 +275,7 @@ fn delete_removes_what_create_made_and_nothing_else() {
 fn pid_file_holds_the_init_pid() {
     require_root!();
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["sleep", "30"]);
+    let bundle = bundle_sleeping();
     let scratch = Scratch::new("pidfile");
     let pid_file = scratch.path().join("pid");
     let id = unique("oci");

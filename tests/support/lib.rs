@@ -389,6 +389,21 @@ pub fn mounts_mentioning(needle: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether `pid` is a live process: it exists and is not a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            // The state letter follows the command name's closing paren.
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+}
+
 /// Host processes whose command line contains `needle`.
 pub fn processes_mentioning(needle: &str) -> Vec<i32> {
     let me = std::process::id() as i32;
@@ -441,6 +456,13 @@ impl GpuFixtures {
             "--proc-root".into(),
             host.join("proc").to_string_lossy().into_owned(),
         ]
+    }
+
+    /// gpurun's arguments: the fake-host flags, then `args`.
+    pub fn args(&self, args: &[&str]) -> Vec<String> {
+        let mut all = self.flags();
+        all.extend(args.iter().map(|a| a.to_string()));
+        all
     }
 }
 

@@ -55,20 +55,45 @@ fn is_systemd_style(path: &str) -> bool {
     !path.starts_with('/') && path.split(':').count() == 3
 }
 
+/// Where a cgroupfs `path` would be in every hierarchy: v2's, and each v1
+/// controller's. They need not exist.
+fn hierarchy_dirs(path: &Path) -> Vec<PathBuf> {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    let root = Path::new(CGROUP_ROOT);
+    let mut dirs = vec![root.join(relative)];
+    if let Ok(entries) = fs::read_dir(root) {
+        dirs.extend(entries.flatten().map(|e| e.path().join(relative)));
+    }
+    dirs
+}
+
 /// The first cgroup directory for `path` (v2, or any v1 controller) whose
 /// `cgroup.procs` is not empty.
 fn occupied(path: &Path) -> Option<PathBuf> {
-    let relative = path.strip_prefix("/").unwrap_or(path);
-    let root = Path::new(CGROUP_ROOT);
-    let mut candidates = vec![root.join(relative)];
-    if let Ok(entries) = fs::read_dir(root) {
-        candidates.extend(entries.flatten().map(|e| e.path().join(relative)));
-    }
-    candidates.into_iter().find(|dir| {
+    hierarchy_dirs(path).into_iter().find(|dir| {
         fs::read_to_string(dir.join("cgroup.procs"))
             .map(|procs| !procs.trim().is_empty())
             .unwrap_or(false)
     })
+}
+
+/// Every pid in a cgroupfs path, in any hierarchy. Empty for a
+/// systemd-style path, which is not a path under /sys/fs/cgroup.
+pub fn pids(path: &Path) -> Vec<nix::unistd::Pid> {
+    if !path.to_string_lossy().starts_with('/') {
+        return Vec::new();
+    }
+    hierarchy_dirs(path)
+        .iter()
+        .filter_map(|dir| fs::read_to_string(dir.join("cgroup.procs")).ok())
+        .flat_map(|procs| {
+            procs
+                .lines()
+                .filter_map(|line| line.trim().parse().ok())
+                .map(nix::unistd::Pid::from_raw)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// Whether the current user can place processes in cgroups at all: false

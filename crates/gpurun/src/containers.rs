@@ -67,7 +67,7 @@ pub fn stop_killed_create(container: &Container, creating_dir: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         if let Some(path) = &cgroup {
-            for pid in cgroup_pids(path) {
+            for pid in crate::cgroup_path::pids(path) {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             }
         }
@@ -83,31 +83,6 @@ pub fn stop_killed_create(container: &Container, creating_dir: &Path) {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-}
-
-/// Every pid in a cgroupfs path, in any hierarchy (v2, or each v1
-/// controller). Empty for a systemd-style path.
-fn cgroup_pids(path: &Path) -> Vec<nix::unistd::Pid> {
-    let text = path.to_string_lossy();
-    if !text.starts_with('/') {
-        return Vec::new();
-    }
-    let relative = path.strip_prefix("/").unwrap_or(path);
-    let root = Path::new("/sys/fs/cgroup");
-    let mut dirs = vec![root.join(relative)];
-    if let Ok(entries) = std::fs::read_dir(root) {
-        dirs.extend(entries.flatten().map(|e| e.path().join(relative)));
-    }
-    dirs.iter()
-        .filter_map(|dir| std::fs::read_to_string(dir.join("cgroup.procs")).ok())
-        .flat_map(|procs| {
-            procs
-                .lines()
-                .filter_map(|line| line.trim().parse().ok())
-                .map(nix::unistd::Pid::from_raw)
-                .collect::<Vec<_>>()
-        })
-        .collect()
 }
 
 /// Present in the state dir of a container whose config has no `process`.
