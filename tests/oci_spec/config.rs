@@ -357,9 +357,14 @@ fn posix_hooks_start_container_runs_in_the_container_at_start() {
         "ran at create"
     );
     rt.run(["start", &id]).ok();
-    wait_until("the hook", || bundle.rootfs().join("start-state").exists());
-    let state: serde_json::Value =
-        serde_json::from_slice(&fs::read(bundle.rootfs().join("start-state")).unwrap()).unwrap();
+    // The hook's shell creates the file before cat has written to it.
+    let read_state = || {
+        fs::read(bundle.rootfs().join("start-state"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+    };
+    wait_until("the hook's state", || read_state().is_some());
+    let state = read_state().unwrap();
     assert_eq!(state["status"], "created");
     assert_eq!(state["id"], id.as_str());
     rt.run(["delete", "--force", &id]).ok();
