@@ -1,29 +1,34 @@
-//! Hiding the kernel's cgroup-attach latency behind the binary copy.
+//! Hiding the kernel's cgroup-attach latency behind the binary copy (v2).
 //!
-//! Moving a process between cgroups takes the kernel's
-//! `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace
-//! period when no attach happened in the last few tens of milliseconds:
-//! about 8 ms here, on every container start (runc pays it too). Once one
-//! attach has paid it, the next ones are fast for a while.
+//! Moving a process between cgroups through `cgroup.procs` takes the
+//! kernel's `cgroup_threadgroup_rwsem` for writing, which waits for an RCU
+//! grace period when no attach happened in the last few tens of
+//! milliseconds: 7 to 15 ms here, on every container start (runc pays it
+//! too). Once one attach has paid it, the next ones are fast for a while.
 //!
-//! So before copying our binary into the sealed memfd (a few ms), we fork a
-//! helper that writes its own pid into the `cgroup.procs` of the cgroup it
-//! is already in: a no-op move that starts the grace period. The helper
-//! exits at once; nothing is moved anywhere, and nothing else is touched.
+//! On cgroup v1 the container's intermediate process moves only its own
+//! thread (through `tasks`; see libcgroups' `add_task_v1`), which needs no
+//! such lock, so there is nothing to warm, and a warm-up would only hold
+//! `cgroup_mutex` while it waits. On v2, moving a thread across domains is
+//! not allowed, so the join goes through `cgroup.procs`: before copying our
+//! binary into the sealed memfd (a few ms), we fork a helper that writes
+//! its own pid into the `cgroup.procs` of the cgroup it is already in: a
+//! no-op move that starts the grace period. The helper exits at once;
+//! nothing is moved anywhere, and nothing else is touched.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 
-/// The `cgroup.procs` of our own cgroup in one hierarchy: v2's, or v1's
-/// freezer, which every v1 host mounts.
+/// The `cgroup.procs` of our own cgroup on a cgroup v2 host; `None` on a
+/// v1 or hybrid host (one with any v1 controller lines).
 fn own_cgroup_procs() -> Option<String> {
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mut v2 = None;
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        if controllers == "freezer" {
-            return Some(format!("/sys/fs/cgroup/freezer{path}/cgroup.procs"));
+        let (hierarchy, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        if hierarchy != "0" {
+            return None;
         }
         if controllers.is_empty() {
             v2 = Some(format!("/sys/fs/cgroup{path}/cgroup.procs"));

@@ -3,7 +3,7 @@ use std::path::Path;
 
 use nix::unistd::Pid;
 
-use crate::common::{self, CGROUP_PROCS, ControllerOpt, WrapIoResult, WrappedIoError};
+use crate::common::{self, ControllerOpt, WrapIoResult, WrappedIoError};
 
 pub(super) trait Controller {
     type Error: From<WrappedIoError>;
@@ -12,7 +12,7 @@ pub(super) trait Controller {
     /// Adds a new task specified by its pid to the cgroup
     fn add_task(pid: Pid, cgroup_path: &Path) -> Result<(), Self::Error> {
         fs::create_dir_all(cgroup_path).wrap_create_dir(cgroup_path)?;
-        common::write_cgroup_file(cgroup_path.join(CGROUP_PROCS), pid)?;
+        common::add_task_v1(pid, cgroup_path)?;
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use unistd::Pid;
 use super::ControllerType;
 use super::controller::Controller;
 use super::util::{self, V1MountPointError};
-use crate::common::{self, CGROUP_PROCS, ControllerOpt, WrapIoResult, WrappedIoError};
+use crate::common::{self, ControllerOpt, WrapIoResult, WrappedIoError};
 
 const CGROUP_CPUSET_CPUS: &str = "cpuset.cpus";
 const CGROUP_CPUSET_MEMS: &str = "cpuset.mems";
@@ -40,7 +40,7 @@ impl Controller for CpuSet {
         Self::ensure_not_empty(cgroup_path, CGROUP_CPUSET_CPUS)?;
         Self::ensure_not_empty(cgroup_path, CGROUP_CPUSET_MEMS)?;
 
-        common::write_cgroup_file(cgroup_path.join(CGROUP_PROCS), pid)?;
+        common::add_task_v1(pid, cgroup_path)?;
         Ok(())
     }
 

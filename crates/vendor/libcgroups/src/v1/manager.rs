@@ -6,6 +6,7 @@ use std::time::Duration;
 use nix::unistd::Pid;
 use pathrs::flags::OpenFlags;
 use pathrs::procfs::{ProcfsBase, ProcfsHandle};
+use procfs::process::MountInfo;
 use procfs::{FromRead, ProcError, ProcessCGroups};
 
 use super::blkio::{Blkio, V1BlkioStatsError};
@@ -92,8 +93,18 @@ impl Manager {
     /// Constructs a new cgroup manager with cgroups_path being relative to the root of the subsystem
     pub fn new(cgroup_path: &Path) -> Result<Self, V1ManagerError> {
         let mut subsystems = HashMap::new();
+        // Read once for all subsystems (gpurun patch): each lookup used to
+        // read and check both files again, a few hundred syscalls in all.
+        let mounts = util::cgroup_mounts()?;
+        let own_cgroups = ProcessCGroups::from_read(ProcfsHandle::new()?.open(
+            ProcfsBase::ProcSelf,
+            "cgroup",
+            OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC,
+        )?)?;
         for subsystem in CONTROLLERS {
-            if let Ok(subsystem_path) = Self::get_subsystem_path(cgroup_path, subsystem) {
+            if let Ok(subsystem_path) =
+                Self::get_subsystem_path(cgroup_path, subsystem, &mounts, &own_cgroups)
+            {
                 subsystems.insert(*subsystem, subsystem_path);
             } else {
                 tracing::warn!("cgroup {} not supported on this system", subsystem);
@@ -128,9 +139,7 @@ impl Manager {
             if !self.rootless || Self::rootless_usable(path) {
                 return true;
             }
-            tracing::debug!(
-                "rootless cgroup: no write access to {ctrl} at {path:?}; not using it"
-            );
+            tracing::debug!("rootless cgroup: no write access to {ctrl} at {path:?}; not using it");
             false
         })
     }
@@ -138,18 +147,17 @@ impl Manager {
     fn get_subsystem_path(
         cgroup_path: &Path,
         subsystem: &CtrlType,
+        mounts: &[MountInfo],
+        own_cgroups: &ProcessCGroups,
     ) -> Result<PathBuf, V1ManagerError> {
         tracing::debug!("Get path for subsystem: {}", subsystem);
-        let mount_point = util::get_subsystem_mount_point(subsystem)?;
+        let mount_point = util::find_subsystem_mount_point(subsystem, mounts)?;
 
-        let cgroup = ProcessCGroups::from_read(ProcfsHandle::new()?.open(
-            ProcfsBase::ProcSelf,
-            "cgroup",
-            OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC,
-        )?)?
-        .into_iter()
-        .find(|c| c.controllers.contains(&subsystem.to_string()))
-        .ok_or(V1ManagerError::SubsystemDoesNotExist)?;
+        let cgroup = own_cgroups
+            .0
+            .iter()
+            .find(|c| c.controllers.contains(&subsystem.to_string()))
+            .ok_or(V1ManagerError::SubsystemDoesNotExist)?;
 
         let p = if cgroup_path.as_os_str().is_empty() {
             mount_point.join_safely(Path::new(&cgroup.pathname))?
@@ -244,7 +252,9 @@ impl CgroupManager for Manager {
     fn apply(&self, controller_opt: &ControllerOpt) -> Result<(), Self::Error> {
         for (ctrl_type, cgroup_path) in self.get_required_controllers(controller_opt)? {
             if self.rootless && !Self::rootless_usable(cgroup_path) {
-                tracing::debug!("rootless cgroup: cannot apply {ctrl_type} limits at {cgroup_path:?}");
+                tracing::debug!(
+                    "rootless cgroup: cannot apply {ctrl_type} limits at {cgroup_path:?}"
+                );
                 continue;
             }
             match ctrl_type {

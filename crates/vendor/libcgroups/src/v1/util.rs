@@ -62,45 +62,57 @@ pub fn list_supported_mount_points() -> Result<HashMap<ControllerType, PathBuf>,
 }
 
 pub fn get_subsystem_mount_point(subsystem: &ControllerType) -> Result<PathBuf, V1MountPointError> {
-    let subsystem_name = subsystem.to_string();
+    find_subsystem_mount_point(subsystem, &cgroup_mounts()?)
+}
+
+/// The cgroup v1 mounts of /proc/self/mountinfo, read once so that the
+/// mount point of every subsystem can be looked up in them (gpurun patch:
+/// each lookup used to read and check the file again).
+pub fn cgroup_mounts() -> Result<Vec<MountInfo>, V1MountPointError> {
     let reader = BufReader::new(ProcfsHandle::new()?.open(
         ProcfsBase::ProcSelf,
         "mountinfo",
         OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC,
     )?);
+    let mut mounts = Vec::new();
+    for line in reader.lines() {
+        let mount = MountInfo::from_line(&line?).map_err(V1MountPointError::MountInfo)?;
+        if mount.fs_type == "cgroup" {
+            mounts.push(mount);
+        }
+    }
+    Ok(mounts)
+}
 
-    reader
-        .lines()
-        .map(|lr| {
-            lr.map_err(V1MountPointError::Io)
-                .and_then(|line| MountInfo::from_line(&line).map_err(V1MountPointError::MountInfo))
-        })
-        .find_map(|r| match r {
-            Err(e) => Some(Err(e)),
-            Ok(m) if m.fs_type == "cgroup" => {
-                // Some systems mount net_prio and net_cls in the same directory
-                // other systems mount them in their own directories. This
-                // should handle both cases.
-                let ok = match subsystem_name.as_str() {
-                    "net_cls" => ["net_cls,net_prio", "net_prio,net_cls", "net_cls"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "net_prio" => ["net_cls,net_prio", "net_prio,net_cls", "net_prio"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "cpu" => ["cpu,cpuacct", "cpu"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    "cpuacct" => ["cpu,cpuacct", "cpuacct"]
-                        .iter()
-                        .any(|s| m.mount_point.ends_with(s)),
-                    _ => m.mount_point.ends_with(&subsystem_name),
-                };
-                if ok { Some(Ok(m.mount_point)) } else { None }
+/// The mount point of `subsystem` among `mounts` (from [`cgroup_mounts`]).
+pub fn find_subsystem_mount_point(
+    subsystem: &ControllerType,
+    mounts: &[MountInfo],
+) -> Result<PathBuf, V1MountPointError> {
+    let subsystem_name = subsystem.to_string();
+    mounts
+        .iter()
+        .find(|m| {
+            // Some systems mount net_prio and net_cls in the same directory
+            // other systems mount them in their own directories. This
+            // should handle both cases.
+            match subsystem_name.as_str() {
+                "net_cls" => ["net_cls,net_prio", "net_prio,net_cls", "net_cls"]
+                    .iter()
+                    .any(|s| m.mount_point.ends_with(s)),
+                "net_prio" => ["net_cls,net_prio", "net_prio,net_cls", "net_prio"]
+                    .iter()
+                    .any(|s| m.mount_point.ends_with(s)),
+                "cpu" => ["cpu,cpuacct", "cpu"]
+                    .iter()
+                    .any(|s| m.mount_point.ends_with(s)),
+                "cpuacct" => ["cpu,cpuacct", "cpuacct"]
+                    .iter()
+                    .any(|s| m.mount_point.ends_with(s)),
+                _ => m.mount_point.ends_with(&subsystem_name),
             }
-            Ok(_) => None,
         })
-        .transpose()?
+        .map(|m| m.mount_point.clone())
         .ok_or(V1MountPointError::NotFound {
             subsystem: *subsystem,
         })
