@@ -14,7 +14,10 @@ sh scripts/install-deps.sh
 cargo build --locked --release -p gpurun >/dev/null 2>&1
 g="$PWD/target/release/gpurun"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# State on tmpfs, where both runtimes keep it by default (/run/gpurun,
+# /run/runc); bundles stay on disk.
+state=$(mktemp -d -p /run)
+trap 'rm -rf "$work" "$state"' EXIT
 sh scripts/gpu-fixtures.sh "$work/fx"
 roots="--driver-root $work/fx/host/driver --dev-root $work/fx/host --proc-root $work/fx/host/proc"
 for b in plain gpu runc; do
@@ -36,6 +39,6 @@ jq --slurpfile p "$work/plan.json" --arg root "$work/runc/rootfs" '
   "$work/runc/config.json" > "$work/c" && mv "$work/c" "$work/runc/config.json"
 cd "$work"
 python3 "$OLDPWD/scripts/bench_run.py" "$rounds" - \
-  "gpurun=$g --root $work/s1 run --bundle $work/plain" \
-  "gpurun+gpu=$g $roots --root $work/s2 run --bundle $work/gpu" \
-  "runc+cdi+ldconfig=runc --root $work/s3 run --bundle $work/runc"
+  "gpurun=$g --root $state/s1 run --bundle $work/plain" \
+  "gpurun+gpu=$g $roots --root $state/s2 run --bundle $work/gpu" \
+  "runc+cdi+ldconfig=runc --root $state/s3 run --bundle $work/runc"

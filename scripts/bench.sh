@@ -8,9 +8,12 @@ rounds=${1:-100}
 sh scripts/install-deps.sh
 cargo build --locked --release -p gpurun >/dev/null 2>&1
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# State on tmpfs, where both runtimes keep it by default (/run/gpurun,
+# /run/runc); bundles stay on disk.
+state=$(mktemp -d -p /run)
+trap 'rm -rf "$work" "$state"' EXIT
 sh scripts/busybox-bundle.sh "$work/bundle" "$PWD/target/release/gpurun" >/dev/null
 jq '.process.args = ["true"]' "$work/bundle/config.json" > "$work/c" && mv "$work/c" "$work/bundle/config.json"
 python3 scripts/bench_run.py "$rounds" "$work/bundle" \
-  "gpurun=$PWD/target/release/gpurun --root $work/gpurun-state" \
-  "runc=runc --root $work/runc-state"
+  "gpurun=$PWD/target/release/gpurun --root $state/gpurun" \
+  "runc=runc --root $state/runc"

@@ -355,10 +355,16 @@ fn the_runtime_runs_from_a_sealed_memfd() {
         .unwrap();
     wait_until(|| rt.run(["state", &id]).stdout.contains("running"));
     let mut exe = String::new();
+    let mut seals = -1;
     for _ in 0..500 {
         if let Ok(target) = fs::read_link(format!("/proc/{}/exe", child.id())) {
             exe = target.to_string_lossy().into_owned();
             if exe.contains("memfd:") {
+                // What a container process could open: it must be sealed.
+                use std::os::fd::AsRawFd;
+                let file = fs::File::open(format!("/proc/{}/exe", child.id())).unwrap();
+                // SAFETY: F_GET_SEALS on an open descriptor.
+                seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
                 break;
             }
         }
@@ -367,6 +373,12 @@ fn the_runtime_runs_from_a_sealed_memfd() {
     rt.run(["kill", &id, "KILL"]);
     let status = child.wait().unwrap();
     assert!(exe.starts_with("/memfd:gpurun-sealed"), "exe is {exe}");
+    let fixed = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+    assert!(seals >= 0 && seals & fixed == fixed, "seals {seals:#x}");
+    assert!(
+        seals & (libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE) != 0,
+        "seals {seals:#x}"
+    );
     assert_eq!(status.code(), Some(137));
     assert!(rt.leftovers().is_empty());
 }
@@ -394,4 +406,75 @@ fn the_default_spec_denies_devices_it_does_not_list() {
     if let Ok(list) = list {
         assert!(!list.lines().any(|l| l == "a *:* rwm"), "{list}");
     }
+}
+
+/// Every process of a container (its init, the init's children, an exec'd
+/// process) is in the container's cgroup in every controller gpurun
+/// manages, and each of those cgroups lists exactly the container's
+/// processes. (gpurun joins v1 cgroups by moving a single thread, through
+/// `tasks`; this is what makes that equal to moving the process.)
+#[test]
+fn every_container_process_is_in_the_container_cgroup_of_every_controller() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sh", "-c", "sleep 300 & exec sleep 301"]);
+    let id = unique("members");
+    rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .ok();
+    // exec runs from the config saved at create, not the bundle's.
+    fs::remove_file(bundle.dir.join("config.json")).unwrap();
+    rt.run(["exec", "-d", &id, "sleep", "302"]).ok();
+    let ps = || -> Vec<i32> {
+        serde_json::from_str(&rt.run(["ps", "--format", "json", &id]).stdout).unwrap()
+    };
+    wait_until(|| ps().len() == 3);
+    let mut pids = ps();
+    pids.sort();
+
+    let ours = format!("/gpurun/{id}");
+    let managed = [
+        "cpu", "cpuacct", "cpuset", "devices", "memory", "freezer", "blkio", "pids",
+    ];
+    let v1 = std::path::Path::new("/sys/fs/cgroup/freezer").is_dir();
+    let mut hierarchies = Vec::new();
+    for pid in &pids {
+        let table = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        for line in table.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+                parts.next().unwrap(),
+            );
+            let ours_to_manage = if v1 {
+                controllers.split(',').any(|c| managed.contains(&c))
+            } else {
+                controllers.is_empty()
+            };
+            if ours_to_manage {
+                assert_eq!(path, ours, "pid {pid}: {line}");
+                hierarchies.push(controllers.to_owned());
+            }
+        }
+    }
+    assert!(!hierarchies.is_empty(), "no managed hierarchy seen");
+    hierarchies.sort();
+    hierarchies.dedup();
+    for controllers in hierarchies {
+        let dir = if v1 {
+            format!("/sys/fs/cgroup/{controllers}{ours}")
+        } else {
+            format!("/sys/fs/cgroup{ours}")
+        };
+        let mut members: Vec<i32> = fs::read_to_string(format!("{dir}/cgroup.procs"))
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        members.sort();
+        assert_eq!(members, pids, "{dir}/cgroup.procs");
+    }
+    rt.run(["delete", "--force", &id]).ok();
+    assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
 }

@@ -61,6 +61,15 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
             return Err(e).with_context(|| format!("create container {:?}", args.id));
         }
     };
+    // The config the container runs is kept with its state: `exec` reads
+    // it (libcontainer patch), as runc reads its saved config, so an exec'd
+    // process joins the same cgroup and gets the same edits.
+    let saved = container.root.join("config.json");
+    if let Err(e) = std::fs::rename(prepared.dir.join("config.json"), &saved) {
+        let mut container = container;
+        let _ = container.delete(true);
+        return Err(e).with_context(|| format!("save the config of container {:?}", args.id));
+    }
     if prepared.no_process {
         crate::containers::mark_no_process(&ctx.root, args.id)?;
     }

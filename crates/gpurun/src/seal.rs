@@ -12,13 +12,39 @@ use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{Context, Result};
 
-const SEALS: libc::c_int =
-    libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+/// The copy can neither change size nor get new seals...
+const FIXED: libc::c_int = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+/// ...nor be written: F_SEAL_WRITE, or F_SEAL_FUTURE_WRITE (see `seal`).
+const NO_WRITES: libc::c_int = libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE;
 
 fn is_sealed(file: &File) -> bool {
     // SAFETY: fcntl on a valid fd; F_GET_SEALS takes no argument.
     let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
-    seals >= 0 && seals & SEALS == SEALS
+    seals >= 0 && seals & FIXED == FIXED && seals & NO_WRITES != 0
+}
+
+/// Seals the copy against every change. F_SEAL_WRITE also requires that
+/// nothing else holds a reference to any of its pages at that moment; on a
+/// busy host (page migration, DAMON) the kernel gives up with EBUSY after
+/// waiting about 70 ms (seen once in 300 back-to-back runs). The copy was
+/// filled with sendfile and never mapped, so F_SEAL_FUTURE_WRITE (Linux
+/// 5.1), which forbids every later write and writable mapping without that
+/// check, leaves it just as unchangeable.
+fn seal(fd: libc::c_int) -> io::Result<()> {
+    for seals in [
+        FIXED | libc::F_SEAL_WRITE,
+        FIXED | libc::F_SEAL_FUTURE_WRITE,
+    ] {
+        // SAFETY: valid fd and seal flags. A failed F_ADD_SEALS adds none.
+        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EBUSY) {
+            return Err(err);
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EBUSY))
 }
 
 /// Returns if we already run from a sealed copy; otherwise execs one and
@@ -42,10 +68,7 @@ pub fn ensure_sealed() -> Result<()> {
     // SAFETY: fd was just returned by memfd_create and is owned here.
     let mut memfd = unsafe { File::from_raw_fd(fd) };
     io::copy(&mut exe, &mut memfd).context("copy the binary into a memfd")?;
-    // SAFETY: valid fd and seal flags.
-    if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, SEALS) } < 0 {
-        return Err(io::Error::last_os_error()).context("seal the memfd");
-    }
+    seal(fd).context("seal the memfd")?;
 
     let args: Vec<CString> = std::env::args_os()
         .map(|a| CString::new(a.as_bytes()).context("argument holds a NUL byte"))

@@ -337,7 +337,17 @@ impl TenantContainerBuilder {
     }
 
     fn load_init_spec(&self, container: &Container) -> Result<Spec, LibcontainerError> {
-        let spec_path = container.bundle().join("config.json");
+        // gpurun patch: the config the container was created from, saved in
+        // its state directory, as runc does. The bundle's may have changed
+        // since, may not exist (a spec made on the fly), and lacks the
+        // runtime's edits, the cgroups path among them: an exec read from it
+        // ran in a cgroup of its own, outside the container's limits.
+        let saved = container.root.join("config.json");
+        let spec_path = if saved.is_file() {
+            saved
+        } else {
+            container.bundle().join("config.json")
+        };
 
         let mut spec = Spec::load(&spec_path).map_err(|err| {
             tracing::error!(path = ?spec_path, ?err, "failed to load spec");
