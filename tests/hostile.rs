@@ -484,3 +484,54 @@ fn kill_9_halfway_through_create_then_delete_force_cleans_up() {
         .collect();
     assert!(alive.is_empty(), "processes left: {alive:?}");
 }
+
+/// The container's init looks up the user's home directory inside the
+/// image. Through glibc that would follow the image's nsswitch.conf and
+/// dlopen the image's `libnss_<service>.so.2`, running image code in the
+/// runtime's init before exec. gpurun reads /etc/passwd instead: the
+/// image's NSS module never runs, and HOME still comes from the image.
+#[test]
+fn an_nss_module_in_the_image_never_runs_in_the_runtime() {
+    require_root!();
+    let scratch = Scratch::new("nss");
+    // The marker path is read inside the container: it lands in the rootfs.
+    let module = canary(scratch.path(), Path::new("/nss-module-ran"));
+    let bundle = Bundle::busybox();
+    let rootfs = bundle.rootfs();
+    bundle.edit(|c| {
+        c["root"]["readonly"] = json!(false);
+        c["process"]["env"] = json!(["PATH=/bin"]);
+    });
+    bundle.set_args(&["sh", "-c", "echo HOME=$HOME"]);
+    fs::create_dir_all(rootfs.join("lib/x86_64-linux-gnu")).unwrap();
+    fs::copy(
+        &module,
+        rootfs.join("lib/x86_64-linux-gnu/libnss_evil.so.2"),
+    )
+    .unwrap();
+    fs::create_dir_all(rootfs.join("etc")).unwrap();
+    fs::write(
+        rootfs.join("etc/nsswitch.conf"),
+        "passwd: evil\ngroup: evil\n",
+    )
+    .unwrap();
+    fs::write(
+        rootfs.join("etc/passwd"),
+        "root:x:0:0:root:/home-from-image:/bin/sh\n",
+    )
+    .unwrap();
+    let rt = Runtime::new();
+    let out = rt.run([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("nss"),
+    ]);
+    out.ok();
+    assert_eq!(out.stdout.trim(), "HOME=/home-from-image");
+    assert!(
+        !rootfs.join("nss-module-ran").exists(),
+        "the image's NSS module ran inside the runtime's init"
+    );
+    assert!(rt.leftovers().is_empty());
+}

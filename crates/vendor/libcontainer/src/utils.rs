@@ -139,12 +139,44 @@ pub fn get_unix_user(uid: Uid) -> Option<User> {
     User::from_uid(uid).unwrap_or_default()
 }
 
-/// Get home path of a User via UID.
+/// Get home path of a User via UID, from `/etc/passwd` (gpurun patch).
+///
+/// The container's init calls this after pivot_root, inside the image.
+/// glibc's getpwuid_r follows the image's /etc/nsswitch.conf and dlopens
+/// `libnss_<service>.so.2` from the image for any service but files and
+/// dns: the image's code would run in the runtime's init before exec, with
+/// its descriptors open. The file is read here, never executed; one that is
+/// not a regular file (a FIFO would block) or is over 4 MiB is ignored.
 pub fn get_user_home(uid: u32) -> Option<PathBuf> {
-    match get_unix_user(Uid::from_raw(uid)) {
-        Some(user) => Some(user.dir),
-        None => None,
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX_PASSWD_BYTES: u64 = 4 << 20;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open("/etc/passwd")
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_PASSWD_BYTES {
+        return None;
     }
+    let mut text = Vec::new();
+    file.take(MAX_PASSWD_BYTES).read_to_end(&mut text).ok()?;
+    home_from_passwd(&text, uid)
+}
+
+/// The home directory of `uid` in the text of a passwd file
+/// (`name:password:uid:gid:gecos:home:shell` per line).
+fn home_from_passwd(text: &[u8], uid: u32) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    text.split(|&b| b == b'\n').find_map(|line| {
+        let fields: Vec<&[u8]> = line.splitn(7, |&b| b == b':').collect();
+        let line_uid: u32 = std::str::from_utf8(fields.get(2)?).ok()?.parse().ok()?;
+        if line_uid != uid {
+            return None;
+        }
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(fields.get(5)?)))
+    })
 }
 
 /// If None, it will generate a default path for cgroups.
