@@ -85,6 +85,7 @@ impl Drop for Scratch {
 }
 
 /// The output of a finished command.
+#[derive(Debug)]
 pub struct Ran {
     pub code: i32,
     pub stdout: String,

@@ -64,7 +64,14 @@ impl Devices {
 
         // Increase `ulimit -l` limit to avoid BPF_PROG_LOAD error (#2167).
         // This limit is not inherited into the container.
-        bpf_prog::bump_memlock_rlimit()?;
+        // gpurun patch: best effort. Raising the hard limit needs
+        // CAP_SYS_RESOURCE, which some hosts withhold even from root (VMs,
+        // nested containers), and kernels since 5.11 charge BPF programs
+        // to the memory cgroup instead; where the limit still matters, the
+        // load below fails with its own error.
+        if let Err(err) = bpf_prog::bump_memlock_rlimit() {
+            tracing::debug!("cannot raise RLIMIT_MEMLOCK for the device program: {err}");
+        }
         let prog_fd = bpf_prog::load(LICENSE, prog.bytecodes())?;
 
         // FIXME: simple way to attach BPF program

@@ -1,0 +1,130 @@
+//! cgroup v2, also on a v1 (hybrid) host such as this one: there, every
+//! gpurun command runs in a private mount namespace where /sys/fs/cgroup is
+//! the unified hierarchy mounted again as cgroup2, so libcgroups takes its
+//! v2 path; the test sees the same hierarchy at /sys/fs/cgroup/unified. A
+//! hybrid host binds every controller to v1, so limits are not checked
+//! here; membership, device rules (a BPF program) and cleanup are.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+
+use gpurun_tests::*;
+use serde_json::json;
+
+/// How this host offers a v2 hierarchy: the path the test reads it at, and
+/// whether gpurun must be run with it mounted over /sys/fs/cgroup.
+fn v2_hierarchy() -> Option<(PathBuf, bool)> {
+    let is_cgroup2 = |p: &str| {
+        nix::sys::statfs::statfs(p)
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+    };
+    if is_cgroup2("/sys/fs/cgroup") {
+        Some(("/sys/fs/cgroup".into(), false))
+    } else if is_cgroup2("/sys/fs/cgroup/unified") {
+        Some(("/sys/fs/cgroup/unified".into(), true))
+    } else {
+        None
+    }
+}
+
+/// gpurun ARGS, seeing cgroup v2 at /sys/fs/cgroup.
+fn gpurun_v2(rt: &Runtime, remount: bool, args: &[&str]) -> Ran {
+    let mut cmd = if remount {
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("umount -l /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup && exec \"$0\" \"$@\"")
+            .arg(gpurun_bin());
+        cmd
+    } else {
+        Command::new(gpurun_bin())
+    };
+    cmd.arg("--root").arg(&rt.root).args(args);
+    run_cmd(&mut cmd, TIMEOUT)
+}
+
+#[test]
+fn v2_container_processes_share_its_cgroup_and_its_device_rules() {
+    require_root!();
+    let Some((hierarchy, remount)) = v2_hierarchy() else {
+        eprintln!("skipped: no cgroup v2 hierarchy on this host");
+        return;
+    };
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    // Rules apply in order: this one comes after the default allow of
+    // /dev/null and takes writing to it away again.
+    bundle.edit(|c| {
+        c["linux"]["resources"]["devices"] = json!([
+            {"allow": false, "access": "rwm"},
+            {"allow": false, "type": "c", "major": 1, "minor": 3, "access": "w"}
+        ]);
+    });
+    let id = unique("v2");
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    gpurun_v2(&rt, remount, &["run", "-d", "--bundle", &dir, &id]).ok();
+    let state: serde_json::Value =
+        serde_json::from_str(&gpurun_v2(&rt, remount, &["state", &id]).stdout).unwrap();
+    let init = state["pid"].as_i64().unwrap();
+
+    let ours = format!("/gpurun/{id}");
+    let table = fs::read_to_string(format!("/proc/{init}/cgroup")).unwrap();
+    assert!(
+        table.lines().any(|l| l == format!("0::{ours}")),
+        "init's cgroups: {table}"
+    );
+
+    // An exec'd process joins the same cgroup and meets the same rules.
+    let out = gpurun_v2(
+        &rt,
+        remount,
+        &[
+            "exec",
+            &id,
+            "sh",
+            "-c",
+            "(: > /dev/null) 2>&1; echo exit=$?",
+        ],
+    );
+    assert!(out.stdout.contains("exit=1"), "{out:?}");
+    assert!(out.stdout.contains("Operation not permitted"), "{out:?}");
+    let out = gpurun_v2(&rt, remount, &["exec", "-d", &id, "sleep", "302"]);
+    out.ok();
+    let procs = || {
+        fs::read_to_string(hierarchy.join(&ours[1..]).join("cgroup.procs"))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    for _ in 0..100 {
+        if procs() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(procs(), 2, "init and the exec'd process");
+
+    gpurun_v2(&rt, remount, &["delete", "--force", &id]).ok();
+    assert!(!hierarchy.join(&ours[1..]).exists(), "cgroup left behind");
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}
+
+/// The control for the test above: without the deny rule, /dev/null
+/// opens, so the failure there comes from the device program.
+#[test]
+fn v2_default_device_rules_allow_dev_null() {
+    require_root!();
+    let Some((_, remount)) = v2_hierarchy() else {
+        eprintln!("skipped: no cgroup v2 hierarchy on this host");
+        return;
+    };
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sh", "-c", "(: > /dev/null) 2>&1; echo exit=$?"]);
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    let out = gpurun_v2(&rt, remount, &["run", "--bundle", &dir, &unique("v2null")]);
+    out.ok();
+    assert_eq!(out.stdout.trim(), "exit=0");
+    assert!(rt.leftovers().is_empty());
+}
