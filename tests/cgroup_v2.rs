@@ -30,16 +30,24 @@ fn v2_hierarchy() -> Option<(PathBuf, bool)> {
 
 /// gpurun ARGS, seeing cgroup v2 at /sys/fs/cgroup.
 fn gpurun_v2(rt: &Runtime, remount: bool, args: &[&str]) -> Ran {
-    let mut cmd = if remount {
-        let mut cmd = Command::new("unshare");
-        cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
-            .arg("umount -l /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup && exec \"$0\" \"$@\"")
-            .arg(gpurun_bin());
-        cmd
+    gpurun_v2_via(rt, remount, &[], args)
+}
+
+/// The same, with `wrapper` (a command and its arguments) in front of gpurun.
+fn gpurun_v2_via(rt: &Runtime, remount: bool, wrapper: &[&str], args: &[&str]) -> Ran {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"]);
+    if remount {
+        cmd.arg("umount -l /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup && exec \"$@\"");
     } else {
-        Command::new(gpurun_bin())
-    };
-    cmd.arg("--root").arg(&rt.root).args(args);
+        cmd.arg("exec \"$@\"");
+    }
+    cmd.arg("sh")
+        .args(wrapper)
+        .arg(gpurun_bin())
+        .arg("--root")
+        .arg(&rt.root)
+        .args(args);
     run_cmd(&mut cmd, TIMEOUT)
 }
 
@@ -126,5 +134,50 @@ fn v2_default_device_rules_allow_dev_null() {
     let out = gpurun_v2(&rt, remount, &["run", "--bundle", &dir, &unique("v2null")]);
     out.ok();
     assert_eq!(out.stdout.trim(), "exit=0");
+    assert!(rt.leftovers().is_empty());
+}
+
+/// On v2 the container's first process is cloned straight into its cgroup
+/// (CLONE_INTO_CGROUP): nothing is moved through `cgroup.procs`, which would
+/// cost an RCU grace period on every start. Seen from outside with strace.
+#[test]
+fn v2_start_clones_into_the_cgroup_and_moves_nothing() {
+    require_root!();
+    let Some((_, remount)) = v2_hierarchy() else {
+        eprintln!("skipped: no cgroup v2 hierarchy on this host");
+        return;
+    };
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    let scratch = Scratch::new("v2strace");
+    let trace = scratch.path().join("trace");
+    let trace_arg = trace.to_string_lossy().into_owned();
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    let out = gpurun_v2_via(
+        &rt,
+        remount,
+        &[
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=openat,clone3",
+            "-o",
+            &trace_arg,
+        ],
+        &["run", "--bundle", &dir, &unique("v2clone")],
+    );
+    out.ok();
+    let trace = fs::read_to_string(&trace).unwrap();
+    assert!(
+        trace.contains("CLONE_INTO_CGROUP"),
+        "no clone into the cgroup:\n{trace}"
+    );
+    let moves: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.contains("cgroup.procs") && l.contains("O_WRONLY"))
+        .collect();
+    assert!(moves.is_empty(), "moved through cgroup.procs: {moves:?}");
     assert!(rt.leftovers().is_empty());
 }

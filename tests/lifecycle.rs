@@ -478,3 +478,44 @@ fn every_container_process_is_in_the_container_cgroup_of_every_controller() {
     rt.run(["delete", "--force", &id]).ok();
     assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
 }
+
+/// On cgroup v1 the container's single-threaded intermediate process joins
+/// by moving its own thread through `tasks`: nothing is moved through
+/// `cgroup.procs`, which would cost an RCU grace period on every start.
+/// Seen from outside with strace; the test above checks the outcome.
+#[test]
+fn v1_start_moves_one_thread_and_no_process() {
+    require_root!();
+    if !std::path::Path::new("/sys/fs/cgroup/freezer").is_dir() {
+        eprintln!("skipped: not a cgroup v1 host");
+        return;
+    }
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    let scratch = Scratch::new("v1strace");
+    let trace = scratch.path().join("trace");
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args(["-f", "-qq", "-e", "trace=openat", "-o"])
+        .arg(&trace)
+        .arg(gpurun_bin())
+        .arg("--root")
+        .arg(&rt.root)
+        .args([
+            "run",
+            "--bundle",
+            bundle.dir.to_str().unwrap(),
+            &unique("v1tasks"),
+        ]);
+    run_cmd(&mut cmd, TIMEOUT).ok();
+    let trace = fs::read_to_string(&trace).unwrap();
+    let writes = |file: &str| {
+        trace
+            .lines()
+            .filter(|l| l.contains(&format!("/{file}\"")) && l.contains("O_WRONLY"))
+            .count()
+    };
+    assert!(writes("tasks") >= 1, "no thread moved:\n{trace}");
+    assert_eq!(writes("cgroup.procs"), 0, "a process moved:\n{trace}");
+    assert!(rt.leftovers().is_empty());
+}

@@ -2,7 +2,6 @@
 
 mod adhoc;
 mod cgroup_path;
-mod cgroup_warmup;
 mod cli;
 mod commands;
 mod containers;

@@ -54,7 +54,6 @@ pub fn ensure_sealed() -> Result<()> {
     if is_sealed(&exe) {
         return Ok(());
     }
-    crate::cgroup_warmup::start();
     // SAFETY: the name is a valid C string; flags are valid.
     let fd = unsafe {
         libc::memfd_create(

@@ -123,6 +123,21 @@ impl CgroupManager for AnyCgroupManager {
 }
 
 impl AnyCgroupManager {
+    /// gpurun patch: on cgroup v2, makes the container's cgroup and returns
+    /// its directory, for the parent to clone the container's first process
+    /// into (CLONE_INTO_CGROUP). `None` elsewhere, or when it cannot be made
+    /// now (the usual join then reports why).
+    pub fn prepare_clone_into(&self) -> Option<PathBuf> {
+        match self {
+            #[cfg(feature = "v2")]
+            AnyCgroupManager::V2(m) => m.prepare_clone_into().unwrap_or_else(|err| {
+                tracing::debug!("cannot make the cgroup before the clone: {err}");
+                None
+            }),
+            _ => None,
+        }
+    }
+
     /// Marks the cgroup manager as operating in a rootless environment.
     ///
     /// Affects the v1 and v2 managers (the v1 part is a gpurun patch).

@@ -116,6 +116,38 @@ impl Manager {
 
     /// Creates a unified cgroup at `self.full_path` and attaches a process to it
     fn create_unified_cgroup(&self, pid: Pid) -> Result<(), V2ManagerError> {
+        if self.make_dirs()? {
+            self.attach_pid(pid)?;
+        }
+        Ok(())
+    }
+
+    /// gpurun patch: makes the container's cgroup, without moving anyone
+    /// into it, and returns its directory: the parent then clones the
+    /// container's first process straight into it (CLONE_INTO_CGROUP).
+    /// `None` when a rootless caller may not make it.
+    pub fn prepare_clone_into(&self) -> Result<Option<PathBuf>, V2ManagerError> {
+        if self.full_path.exists() || self.make_dirs()? {
+            return Ok(Some(self.full_path.clone()));
+        }
+        Ok(None)
+    }
+
+    /// Whether the calling process is already in this cgroup (it was
+    /// cloned into it), going by the v2 line of /proc/self/cgroup.
+    fn holds_caller(&self) -> bool {
+        let Ok(table) = fs::read_to_string("/proc/self/cgroup") else {
+            return false;
+        };
+        table
+            .lines()
+            .find_map(|line| line.strip_prefix("0::"))
+            .is_some_and(|own| self.root_path.join(own.trim_start_matches('/')) == self.full_path)
+    }
+
+    /// Makes the cgroup's directories and enables the available
+    /// controllers along the way. `false` when a rootless caller may not.
+    fn make_dirs(&self) -> Result<bool, V2ManagerError> {
         let controllers: Vec<String> = util::get_available_controllers(&self.root_path)?
             .iter()
             .map(|c| format!("+{c}"))
@@ -147,7 +179,7 @@ impl Manager {
                             "rootless cgroup: cannot create {current_path:?}: {err}; \
                              leaving process in its parent cgroup"
                         );
-                        return Ok(());
+                        return Ok(false);
                     }
                     Err(err) => return Err(err.into()),
                 }
@@ -159,8 +191,7 @@ impl Manager {
                 Self::enable_controllers(&current_path, &controllers);
             }
         }
-
-        self.attach_pid(pid)
+        Ok(true)
     }
 
     fn attach_pid(&self, pid: Pid) -> Result<(), V2ManagerError> {
@@ -206,6 +237,11 @@ impl CgroupManager for Manager {
     type Error = V2ManagerError;
 
     fn add_task(&self, pid: Pid) -> Result<(), Self::Error> {
+        // gpurun patch: a process cloned into the cgroup is there already;
+        // writing cgroup.procs again would cost a grace period for nothing.
+        if pid == Pid::this() && self.holds_caller() {
+            return Ok(());
+        }
         if self.full_path.exists() {
             return self.attach_pid(pid);
         }

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -49,6 +49,35 @@ pub enum ProcessError {
 
 type Result<T> = std::result::Result<T, ProcessError>;
 
+/// gpurun patch: the container's cgroup v2 directory, made and opened for
+/// CLONE_INTO_CGROUP; `None` on v1, with systemd, or when it cannot be made
+/// now (the intermediate process then joins, and reports any error, as
+/// before).
+fn clone_into_cgroup(args: &ContainerArgs) -> Option<std::os::fd::OwnedFd> {
+    if args.cgroup_config.systemd_cgroup
+        || !matches!(
+            libcgroups::common::get_cgroup_setup(),
+            Ok(libcgroups::common::CgroupSetup::Unified)
+        )
+    {
+        return None;
+    }
+    let rootless =
+        crate::utils::rootless_required(args.syscall.create_syscall().as_ref()).unwrap_or(false);
+    let dir = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
+        .ok()?
+        .with_rootless(rootless)
+        .prepare_clone_into()?;
+    nix::fcntl::open(
+        &dir,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()
+    // SAFETY: open returned a new descriptor that nothing else owns.
+    .map(|fd| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
 pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
     // We use a set of channels to communicate between parent and child process.
     // Each channel is uni-directional. Because we will pass these channel to
@@ -93,13 +122,15 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         })
     };
 
-    let container_clone_fn = if container_args.as_sibling {
-        fork::container_clone_sibling
+    // gpurun patch: on cgroup v2, the intermediate process starts in the
+    // container's cgroup (see `fork::container_clone_into`).
+    let intermediate_pid = if container_args.as_sibling {
+        fork::container_clone_sibling(cb)
     } else {
-        fork::container_clone
+        let cgroup = clone_into_cgroup(container_args);
+        fork::container_clone_into(cb, cgroup.as_ref().map(|fd| fd.as_fd()))
     };
-
-    let intermediate_pid = container_clone_fn(cb).map_err(|err| {
+    let intermediate_pid = intermediate_pid.map_err(|err| {
         tracing::error!("failed to fork intermediate process: {}", err);
         ProcessError::IntermediateProcessFailed(err)
     })?;
