@@ -13,7 +13,8 @@ use gpurun_tests::*;
 use serde_json::json;
 
 /// How this host offers a v2 hierarchy: the path the test reads it at, and
-/// whether gpurun must be run with it mounted over /sys/fs/cgroup.
+/// whether gpurun must be run with it mounted over /sys/fs/cgroup. `None`,
+/// with a note that the test is skipped, on a host without one.
 fn v2_hierarchy() -> Option<(PathBuf, bool)> {
     let is_cgroup2 = |p: &str| {
         nix::sys::statfs::statfs(p)
@@ -24,6 +25,7 @@ fn v2_hierarchy() -> Option<(PathBuf, bool)> {
     } else if is_cgroup2("/sys/fs/cgroup/unified") {
         Some(("/sys/fs/cgroup/unified".into(), true))
     } else {
+        eprintln!("skipped: no cgroup v2 hierarchy on this host");
         None
     }
 }
@@ -55,7 +57,6 @@ fn gpurun_v2_via(rt: &Runtime, remount: bool, wrapper: &[&str], args: &[&str]) -
 fn v2_container_processes_share_its_cgroup_and_its_device_rules() {
     require_root!();
     let Some((hierarchy, remount)) = v2_hierarchy() else {
-        eprintln!("skipped: no cgroup v2 hierarchy on this host");
         return;
     };
     let rt = Runtime::new();
@@ -124,7 +125,6 @@ fn v2_container_processes_share_its_cgroup_and_its_device_rules() {
 fn v2_default_device_rules_allow_dev_null() {
     require_root!();
     let Some((_, remount)) = v2_hierarchy() else {
-        eprintln!("skipped: no cgroup v2 hierarchy on this host");
         return;
     };
     let rt = Runtime::new();
@@ -144,7 +144,6 @@ fn v2_default_device_rules_allow_dev_null() {
 fn v2_start_clones_into_the_cgroup_and_moves_nothing() {
     require_root!();
     let Some((_, remount)) = v2_hierarchy() else {
-        eprintln!("skipped: no cgroup v2 hierarchy on this host");
         return;
     };
     let rt = Runtime::new();

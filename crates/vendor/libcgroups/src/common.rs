@@ -226,24 +226,32 @@ impl WrappedIoError {
     }
 }
 
-/// Moves `pid` into the v1 cgroup at `cgroup_path`.
+/// Moves `pid` into the v1 cgroup at `cgroup_path`; pid 0 is the caller
+/// (see [`v1_task_pid`]).
 ///
 /// Writing a pid to `cgroup.procs` takes the kernel's global
 /// `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace
 /// period (7 to 15 ms on a 2-core VM) whenever no attach ran just before:
 /// on every container start. Moving only the calling thread (`0` written to
-/// `tasks`) skips that lock. When the caller is that pid and has no other
-/// thread, moving the thread moves the whole process, and its children
-/// inherit the cgroup; otherwise, or if `tasks` cannot be written, this
-/// falls back to `cgroup.procs`.
+/// `tasks`) skips that lock. If `tasks` cannot be written, this falls back
+/// to `cgroup.procs`, where 0 also means the caller.
 pub fn add_task_v1(pid: Pid, cgroup_path: &Path) -> Result<(), WrappedIoError> {
-    if pid == Pid::this()
-        && has_one_thread()
-        && write_cgroup_file_str(cgroup_path.join("tasks"), "0").is_ok()
-    {
+    if pid.as_raw() == 0 && write_cgroup_file_str(cgroup_path.join("tasks"), "0").is_ok() {
         return Ok(());
     }
     write_cgroup_file(cgroup_path.join(CGROUP_PROCS), pid)
+}
+
+/// `pid` as [`add_task_v1`] should get it, decided once for all
+/// subsystems: 0 when it is the calling process and that has a single
+/// thread, so that moving the thread moves the whole process (and its
+/// children inherit the cgroup); `pid` itself otherwise.
+pub fn v1_task_pid(pid: Pid) -> Pid {
+    if pid == Pid::this() && has_one_thread() {
+        Pid::from_raw(0)
+    } else {
+        pid
+    }
 }
 
 /// Whether the calling process has a single thread (field 20 of

@@ -229,6 +229,7 @@ impl CgroupManager for Manager {
     }
 
     fn add_task(&self, pid: Pid) -> Result<(), Self::Error> {
+        let pid = common::v1_task_pid(pid);
         for (ctrl_type, cgroup_path) in self.usable_subsystems() {
             match ctrl_type {
                 CtrlType::Cpu => Cpu::add_task(pid, cgroup_path)?,
