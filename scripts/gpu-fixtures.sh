@@ -3,6 +3,9 @@
 #   OUTDIR/host          a fake GPU host (scripts/fake-gpu-host.sh), 2 GPUs
 #   OUTDIR/cudart/       libcudart.so.12 from PyPI's nvidia-cuda-runtime-cu12
 #   OUTDIR/cuda_probe    calls cudaGetDeviceCount, exits with its result
+#   OUTDIR/glvnd/        Debian's libglvnd EGL loader (libegl1, libglvnd0),
+#                        unpacked, for images that use EGL
+#   OUTDIR/egl_probe     asks glvnd for the default EGL display
 # Downloads are cached in /var/cache/gpurun-fake-host.
 # Usage: scripts/gpu-fixtures.sh OUTDIR
 set -eu
@@ -24,4 +27,12 @@ with zipfile.ZipFile(wheel) as z:
     open(sys.argv[2] + "/libcudart.so.12", "wb").write(z.read(name))
 PY
 cc -O2 -o "$out/cuda_probe" "$here/../tests/fixtures/cuda_probe.c" -ldl
+cc -O2 -o "$out/egl_probe" "$here/../tests/fixtures/egl_probe.c" -ldl
+# glvnd from Debian main, downloaded (not installed) once.
+mkdir -p "$cache/main-debs" "$out/glvnd"
+if ! ls "$cache/main-debs/"libegl1_*.deb "$cache/main-debs/"libglvnd0_*.deb >/dev/null 2>&1; then
+  (cd "$cache/main-debs" && apt-get -o APT::Sandbox::User=root download libegl1 libglvnd0 >/dev/null)
+fi
+for deb in "$cache/main-debs/"*.deb; do dpkg-deb -x "$deb" "$out/glvnd"; done
+rm -rf "$out/glvnd/usr/share"
 chmod -R a+rX "$out"

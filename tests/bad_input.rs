@@ -140,6 +140,38 @@ fn executable_missing_in_the_image_leaves_nothing() {
     );
 }
 
+/// A program that exists but cannot be started (its interpreter or loader
+/// is missing) ends the container with 255 and runc's kind of line on the
+/// container's stderr, not in silence.
+#[test]
+fn a_program_that_cannot_be_started_says_why() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    std::fs::write(
+        bundle.rootfs().join("bin/needs-bash"),
+        "#!/bin/bash-that-is-not-there\necho never\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x"])
+        .arg(bundle.rootfs().join("bin/needs-bash"))
+        .status()
+        .unwrap();
+    bundle.set_args(&["/bin/needs-bash"]);
+    let id = unique("noexec");
+    let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    assert_eq!(out.code, 255, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("gpurun: exec /bin/needs-bash: no such file or directory"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains("never"));
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}
+
 #[test]
 fn cgroup_paths_that_are_not_the_containers_own_are_refused() {
     require_root!();

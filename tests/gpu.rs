@@ -442,7 +442,9 @@ fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
     // What Debian's 535 packages ship, by package: libnvidia-ml1, libnvidia-cfg1,
     // nvidia-smi (utility); libcuda1, libcudadebugger1, libnvidia-allocator1,
     // libnvidia-nvvm4, libnvidia-ptxjitcompiler1, nvidia-cuda-mps (compute);
-    // libnvidia-encode1 (video).
+    // libnvidia-encode1, libnvcuvid1, libnvidia-opticalflow1 (video);
+    // libegl-nvidia0, libnvidia-eglcore, libglx-nvidia0, libnvidia-glcore,
+    // libgles-nvidia2 and the glvnd and Vulkan vendor files (graphics).
     assert_eq!(
         names("utility"),
         want(&["libnvidia-cfg.so.VER", "libnvidia-ml.so.VER", "nvidia-smi"])
@@ -459,7 +461,30 @@ fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
             "nvidia-cuda-mps-server",
         ])
     );
-    assert_eq!(names("video"), want(&["libnvidia-encode.so.VER"]));
+    assert_eq!(
+        names("video"),
+        want(&[
+            "libnvcuvid.so.VER",
+            "libnvidia-encode.so.VER",
+            "libnvidia-opticalflow.so.VER"
+        ])
+    );
+    assert_eq!(
+        names("graphics"),
+        want(&[
+            "10_nvidia.json",
+            "libEGL_nvidia.so.VER",
+            "libGLESv2_nvidia.so.VER",
+            "libGLX_nvidia.so.VER",
+            "libnvidia-eglcore.so.VER",
+            "libnvidia-glcore.so.VER",
+            "libnvidia-glsi.so.VER",
+            "libnvidia-tls.so.VER",
+            "libnvidia-vulkan-producer.so.VER",
+            "nvidia_icd.json",
+            "nvidia_layers.json",
+        ])
+    );
     let nodes: Vec<&str> = list["deviceNodes"]
         .as_array()
         .unwrap()
@@ -471,6 +496,10 @@ fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
     assert_eq!(
         nodes,
         [
+            "/dev/dri/card1",
+            "/dev/dri/card2",
+            "/dev/dri/renderD128",
+            "/dev/dri/renderD129",
             "/dev/nvidia-modeset",
             "/dev/nvidia-uvm",
             "/dev/nvidia-uvm-tools",
@@ -575,4 +604,57 @@ fn gpu_verify_reports_what_the_container_saw() {
         );
         assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
     }
+    // An image without a dynamic loader (busybox-static): nvidia-smi is
+    // injected but cannot start, and verify says so instead of blaming
+    // the device cgroup.
+    let bundle = Bundle::busybox();
+    let rt = Runtime::new();
+    let rootfs = bundle.rootfs().to_string_lossy().into_owned();
+    let out =
+        rt.run(GpuFixtures::get().args(&["gpu", "verify", "--gpus", "0", "--rootfs", &rootfs]));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("FAILED: nvidia-smi could not be started in the container (exec nvidia-smi: no such file or directory)"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("device cgroup"), "{}", out.stdout);
+}
+
+/// Read-only commands load NVML only in a child whose /dev is read-only:
+/// against a driver without its kernel module, NVML as root would create
+/// /dev/nvidiactl on the host.
+#[test]
+fn read_only_commands_change_nothing_in_the_hosts_dev() {
+    require_root!();
+    let listing = || -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir("/dev")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        eprintln!("skipped: this host has a real /dev/nvidiactl");
+        return;
+    }
+    let before = listing();
+    let rt = Runtime::new();
+    for args in [
+        &["gpu", "info"][..],
+        &["gpu", "list"],
+        &["gpu", "cdi"],
+        &["doctor", "--gpu"],
+    ] {
+        let out = rt.run(GpuFixtures::get().args(args));
+        assert_eq!(out.code, 0, "{args:?}: {}{}", out.stdout, out.stderr);
+        assert!(
+            !std::path::Path::new("/dev/nvidiactl").exists(),
+            "{args:?} created /dev/nvidiactl on the host"
+        );
+    }
+    assert_eq!(listing(), before);
 }

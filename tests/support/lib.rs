@@ -465,6 +465,113 @@ impl GpuFixtures {
         all.extend(args.iter().map(|a| a.to_string()));
         all
     }
+
+    /// A fake host with one of the driver layouts real hosts have
+    /// (`scripts/fake-gpu-host.sh --layout`), built once per test binary.
+    pub fn layout(&self, layout: &str, kernel_module: &str) -> FakeHost {
+        static HOSTS: std::sync::Mutex<Vec<(String, FakeHost)>> = std::sync::Mutex::new(Vec::new());
+        let key = format!("{layout}-{kernel_module}");
+        let mut hosts = HOSTS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, host)) = hosts.iter().find(|(k, _)| *k == key) {
+            return host.clone();
+        }
+        let dir = self.dir.join("layouts").join(&key);
+        let out = run_cmd(
+            Command::new("sh")
+                .arg(repo().join("scripts/fake-gpu-host.sh"))
+                .args(["--layout", layout, "--kernel-module", kernel_module])
+                .arg(&dir)
+                .arg("2"),
+            Duration::from_secs(300),
+        );
+        assert_eq!(
+            out.code, 0,
+            "fake-gpu-host.sh --layout {layout}: {}",
+            out.stderr
+        );
+        let _ = Command::new("chmod")
+            .arg("-R")
+            .arg("a+rX")
+            .arg(&dir)
+            .status();
+        let flags = fs::read_to_string(dir.join("flags")).unwrap();
+        let host = FakeHost {
+            dir,
+            flags: flags.split_whitespace().map(str::to_owned).collect(),
+        };
+        hosts.push((key, host.clone()));
+        host
+    }
+}
+
+/// A fake GPU host of one layout.
+#[derive(Clone, Debug)]
+pub struct FakeHost {
+    pub dir: PathBuf,
+    /// `--driver-root ... --dev-root ... --proc-root ...`
+    pub flags: Vec<String>,
+}
+
+impl FakeHost {
+    /// gpurun's arguments: this host's flags, then `args`.
+    pub fn args(&self, args: &[&str]) -> Vec<String> {
+        let mut all = self.flags.clone();
+        all.extend(args.iter().map(|a| a.to_string()));
+        all
+    }
+}
+
+/// A fingerprint of a directory tree: every entry's path, type, mode,
+/// owner, size, modification time, symlink target and content. Equal
+/// before and after means nothing in the tree was changed.
+pub fn tree_fingerprint(root: &Path) -> Vec<String> {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(path) = todo.pop() {
+        let meta = fs::symlink_metadata(&path).unwrap();
+        let rel = path.strip_prefix(root).unwrap().display().to_string();
+        let mut line = format!(
+            "{rel} mode={:o} uid={} gid={} size={} mtime={}.{}",
+            meta.mode(),
+            meta.uid(),
+            meta.gid(),
+            meta.size(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        );
+        if meta.file_type().is_symlink() {
+            line += &format!(" -> {}", fs::read_link(&path).unwrap().display());
+        } else if meta.is_file() {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            fs::read(&path).unwrap().hash(&mut h);
+            line += &format!(" content={:x}", h.finish());
+        } else if meta.is_dir() {
+            for e in fs::read_dir(&path).unwrap().flatten() {
+                todo.push(e.path());
+            }
+        }
+        out.push(line);
+    }
+    out.sort();
+    out
+}
+
+/// The lines of `after` that differ from `before`.
+pub fn tree_changes(before: &[String], after: &[String]) -> Vec<String> {
+    let mut changes: Vec<String> = after
+        .iter()
+        .filter(|l| !before.contains(l))
+        .map(|l| format!("+ {l}"))
+        .collect();
+    changes.extend(
+        before
+            .iter()
+            .filter(|l| !after.contains(l))
+            .map(|l| format!("- {l}")),
+    );
+    changes
 }
 
 impl Bundle {

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::in_root::Rootfs;
 use crate::ldcache;
+use crate::mount_points;
 use crate::plan::Plan;
 
 /// Largest image ld.so.cache read; real ones are well under 1 MiB.
@@ -32,6 +33,10 @@ pub struct Applied {
     /// Why the image's own cache was not used, if it was not.
     pub image_ldcache_problem: Option<String>,
     pub hooks_dropped: usize,
+    /// How the mount points the image lacks were provided.
+    pub mount_points: &'static str,
+    /// Private overlays laid over image directories.
+    pub overlays: usize,
 }
 
 fn bind(source: &Path, destination: &Path, options: &[String]) -> Result<Mount> {
@@ -64,7 +69,10 @@ fn has_user_namespace(spec: &Spec) -> bool {
 
 /// Edits `spec` to carry out `plan`. Files the container needs (the linker
 /// cache, /proc/driver/nvidia copies) are written into `work_dir`, which
-/// only has to outlive the create: they are bind-mounted file by file.
+/// only has to outlive the create: they are bind-mounted file by file. The
+/// overlay layers that hold mount points the image lacks are written into
+/// `work_dir/mountpoints` (`mount_points::KEEP_DIR`), which must be kept
+/// for as long as the container lives.
 /// `on_step` is called after each phase, for the numbered --debug steps:
 /// 2 device nodes, 3 cgroup rules, 4 driver files, 5 linker cache.
 pub fn apply(
@@ -76,7 +84,9 @@ pub fn apply(
 ) -> Result<Applied> {
     let mut applied = Applied::default();
     let userns = has_user_namespace(spec);
-    let mut mounts: Vec<Mount> = spec.mounts().clone().unwrap_or_default();
+    let spec_mounts: Vec<Mount> = spec.mounts().clone().unwrap_or_default();
+    // The injected mounts, after the spec's own.
+    let mut mounts: Vec<Mount> = Vec::new();
 
     // Device nodes. Without a user namespace the runtime makes them with
     // mknod; the device cgroup must then allow them, or they open with
@@ -207,8 +217,46 @@ pub fn apply(
         )?);
         applied.ldcache_entries = merged.len();
     }
-    spec.set_mounts(Some(mounts));
     on_step(5, &applied);
+
+    // Mount points the image lacks, without changing the image.
+    let needed: Vec<mount_points::Needed> = mounts
+        .iter()
+        .filter(|m| m.typ().as_deref() == Some("bind"))
+        .map(|m| mount_points::Needed {
+            destination: m.destination().clone(),
+            is_dir: m.source().as_ref().is_some_and(|s| s.is_dir()),
+        })
+        .collect();
+    let read_only_root = spec
+        .root()
+        .as_ref()
+        .and_then(|r| r.readonly())
+        .unwrap_or(false);
+    let provided = mount_points::provide(
+        rootfs,
+        &spec_mounts,
+        &needed,
+        read_only_root,
+        userns,
+        work_dir,
+    )?;
+    applied.mount_points = provided.how;
+    applied.overlays = provided.overlays.len();
+    if !provided.in_image.is_empty() {
+        tracing::debug!(
+            "mount points made in the image (no overlay can hold them): {:?}",
+            provided.in_image
+        );
+    }
+    let mut all = spec_mounts;
+    let mut overlays = provided.overlays;
+    overlays.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    for (at, overlay) in overlays {
+        all.insert(at, overlay);
+    }
+    all.extend(mounts);
+    spec.set_mounts(Some(all));
 
     // Environment: the plan's values win.
     set_env(spec, &plan.env);

@@ -32,8 +32,13 @@ fn read_at(file: &mut File, offset: u64, len: usize) -> Option<Vec<u8>> {
 
 /// The SONAME of a 64-bit little-endian ELF file, if it has one.
 pub fn soname(path: &Path) -> Option<String> {
-    let mut file = File::open(path).ok()?;
-    let header = read_at(&mut file, 0, 64)?;
+    soname_of(&mut File::open(path).ok()?)
+}
+
+/// The SONAME of an open 64-bit little-endian ELF file, if it has one.
+pub fn soname_of(file: &mut File) -> Option<String> {
+    let file = &mut *file;
+    let header = read_at(file, 0, 64)?;
     if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
         return None;
     }
@@ -43,7 +48,7 @@ pub fn soname(path: &Path) -> Option<String> {
     if phentsize < 56 || phnum > 256 {
         return None;
     }
-    let phdrs = read_at(&mut file, phoff, phentsize * phnum)?;
+    let phdrs = read_at(file, phoff, phentsize * phnum)?;
     let mut loads = Vec::new();
     let mut dynamic = None;
     for i in 0..phnum {
@@ -57,7 +62,7 @@ pub fn soname(path: &Path) -> Option<String> {
         }
     }
     let (dyn_off, dyn_size) = dynamic?;
-    let dynamic = read_at(&mut file, dyn_off, dyn_size.min(64 * 1024) as usize)?;
+    let dynamic = read_at(file, dyn_off, dyn_size.min(64 * 1024) as usize)?;
     let (mut strtab, mut soname) = (None, None);
     for entry in dynamic.chunks_exact(16) {
         let (tag, value) = (u64_at(entry, 0)?, u64_at(entry, 8)?);
@@ -74,7 +79,7 @@ pub fn soname(path: &Path) -> Option<String> {
         .iter()
         .find(|(v, _, size)| strtab >= *v && strtab < v + size)?;
     let at = offset + (strtab - vaddr) + soname?;
-    let bytes = read_at(&mut file, at, 256).or_else(|| read_at(&mut file, at, 64))?;
+    let bytes = read_at(file, at, 256).or_else(|| read_at(file, at, 64))?;
     let len = bytes.iter().position(|&b| b == 0)?;
     String::from_utf8(bytes[..len].to_vec()).ok()
 }

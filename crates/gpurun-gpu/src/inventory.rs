@@ -1,9 +1,10 @@
 //! Inventory: what GPUs, device nodes and driver files this host has.
 //!
-//! GPU facts come from NVML (loaded at run time from the driver root) when
-//! it initialises, else from `/proc/driver/nvidia`. Driver files are found in
-//! the driver root; a library counts only if its file name ends in the
-//! driver version.
+//! GPU facts come from NVML (loaded at run time from the driver's own
+//! library, in a child process that cannot change the host) when asked and
+//! when it initialises, else from `/proc/driver/nvidia`. Driver files are
+//! found in the driver root (see `driver_files`); a library counts only if
+//! its file name ends in the driver version.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -11,11 +12,13 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::caps::Capability;
+use crate::driver_files::{self, DriverFiles};
+pub use crate::driver_files::{DriverFile, FileKind};
+use crate::in_root::Rootfs;
 use crate::roots::Roots;
-use crate::{elf, ldcache};
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -24,6 +27,8 @@ pub struct Inventory {
     /// "nvml" or "procfs": where the GPU facts came from.
     pub source: String,
     pub driver_version: String,
+    /// "open" or "proprietary", from the kernel module's version line.
+    pub kernel_module: Option<String>,
     pub cuda_version: Option<String>,
     pub gpus: Vec<Gpu>,
     /// Nodes every GPU container needs: nvidiactl, nvidia-uvm, ...
@@ -32,9 +37,11 @@ pub struct Inventory {
     pub other_nodes: Vec<DeviceNode>,
     pub files: BTreeMap<Capability, Vec<DriverFile>>,
     pub firmware: Vec<DriverFile>,
+    /// What discovery left out, and why.
+    pub notes: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Gpu {
     pub index: u32,
@@ -46,10 +53,14 @@ pub struct Gpu {
     pub arch: Option<String>,
     pub brand: Option<String>,
     pub node: Option<DeviceNode>,
+    /// Its DRM nodes (`/dev/dri/card1`, `/dev/dri/renderD128`), for the
+    /// graphics and display capabilities.
+    #[serde(default)]
+    pub drm_nodes: Vec<DeviceNode>,
     pub migs: Vec<MigDevice>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MigDevice {
     pub index: u32,
@@ -59,7 +70,7 @@ pub struct MigDevice {
     pub nodes: Vec<DeviceNode>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceNode {
     /// Where the node is inside the container, e.g. `/dev/nvidia0`.
@@ -71,108 +82,6 @@ pub struct DeviceNode {
     pub file_mode: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FileKind {
-    Library,
-    Binary,
-    Firmware,
-    Socket,
-    Directory,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DriverFile {
-    pub kind: FileKind,
-    /// The file's path on the host.
-    pub host_path: PathBuf,
-    /// Its path relative to the driver root, as the host sees it.
-    pub path_in_root: PathBuf,
-    /// For libraries: the SONAME, e.g. `libcuda.so.1`.
-    pub soname: Option<String>,
-    /// 32-bit (compat32) libraries go to the image's 32-bit directory.
-    pub compat32: bool,
-}
-
-/// Library name prefixes and binaries per capability, after
-/// libnvidia-container's `nvc_info.c`.
-fn libraries_for(cap: Capability) -> &'static [&'static str] {
-    match cap {
-        Capability::Utility => &["libnvidia-ml.so", "libnvidia-cfg.so"],
-        Capability::Compute => &[
-            "libcuda.so",
-            "libcudadebugger.so",
-            "libnvidia-opencl.so",
-            "libnvidia-ptxjitcompiler.so",
-            "libnvidia-fatbinaryloader.so",
-            "libnvidia-allocator.so",
-            "libnvidia-compiler.so",
-            "libnvidia-nvvm.so",
-            "libnvidia-pkcs11.so",
-            "libnvidia-pkcs11-openssl3.so",
-            "libnvidia-gpucomp.so",
-        ],
-        Capability::Video => &[
-            "libvdpau_nvidia.so",
-            "libnvidia-encode.so",
-            "libnvidia-opticalflow.so",
-            "libnvcuvid.so",
-        ],
-        Capability::Graphics => &[
-            "libnvidia-eglcore.so",
-            "libnvidia-glcore.so",
-            "libnvidia-tls.so",
-            "libnvidia-glsi.so",
-            "libnvidia-fbc.so",
-            "libnvidia-ifr.so",
-            "libnvidia-rtcore.so",
-            "libnvoptix.so",
-            "libGLX_nvidia.so",
-            "libEGL_nvidia.so",
-            "libGLESv2_nvidia.so",
-            "libGLESv1_CM_nvidia.so",
-            "libnvidia-glvkspirv.so",
-            "libnvidia-cbl.so",
-        ],
-        Capability::Display => &["libnvidia-wayland-client.so"],
-        Capability::Ngx => &["libnvidia-ngx.so"],
-        Capability::Compat32 => &[],
-    }
-}
-
-fn binaries_for(cap: Capability) -> &'static [&'static str] {
-    match cap {
-        Capability::Utility => &["nvidia-smi", "nvidia-debugdump", "nvidia-persistenced"],
-        Capability::Compute => &["nvidia-cuda-mps-control", "nvidia-cuda-mps-server"],
-        Capability::Ngx => &["nvidia-ngx-updater"],
-        _ => &[],
-    }
-}
-
-pub(crate) const LIB_DIRS_64: &[&str] = &[
-    "usr/lib/x86_64-linux-gnu/nvidia/current",
-    "usr/lib/x86_64-linux-gnu",
-    "lib/x86_64-linux-gnu",
-    "usr/lib64",
-    "lib64",
-    "usr/lib",
-    "lib",
-];
-const LIB_DIRS_32: &[&str] = &[
-    "usr/lib/i386-linux-gnu/nvidia/current",
-    "usr/lib/i386-linux-gnu",
-    "usr/lib32",
-    "lib32",
-];
-const BIN_DIRS: &[&str] = &[
-    "usr/bin",
-    "usr/sbin",
-    "bin",
-    "sbin",
-    "usr/lib/nvidia/current",
-];
-
 /// Which source of GPU facts to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
@@ -183,20 +92,40 @@ pub enum Source {
     Procfs,
 }
 
+/// The kernel module's version line, read from procfs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelModule {
+    pub version: String,
+    /// "open" or "proprietary".
+    pub flavor: &'static str,
+}
+
 pub fn discover(roots: &Roots, source: Source) -> Result<Inventory> {
+    let root = Rootfs::open(&roots.driver_root).map_err(|e| {
+        anyhow::anyhow!(
+            "no NVIDIA driver found: driver root {}: {e}; set --driver-root (or GPURUN_DRIVER_ROOT) to where the NVIDIA driver's files are",
+            roots.driver_root.display()
+        )
+    })?;
     let nodes = scan_nodes(&roots.dev_root);
-    let proc_version = read_proc_driver_version(&roots.proc_root);
-    let lib_version = library_driver_version(&roots.driver_root);
+    let module = read_proc_driver(&roots.proc_root);
+    let dirs = driver_files::library_dirs(&root);
     let mut facts = None;
     if source == Source::Auto {
-        facts = crate::nvml::query(&roots.driver_root);
+        facts = driver_files::nvml_library(&root, &dirs)
+            .and_then(|lib| crate::nvml::query_isolated(&lib));
     }
+    let lib_version = || driver_files::library_version(&root, &dirs);
     let (source_name, driver_version, cuda_version, mut gpus) = match facts {
         Some(f) => ("nvml", f.driver_version, f.cuda_version, f.gpus),
         None => {
-            let Some(version) = proc_version.clone().or(lib_version) else {
+            let Some(version) = module
+                .as_ref()
+                .map(|m| m.version.clone())
+                .or_else(lib_version)
+            else {
                 bail!(
-                    "no NVIDIA driver found: no {}/driver/nvidia/version and no libnvidia-ml.so.<version> under {}; set --driver-root / --proc-root (or GPURUN_DRIVER_ROOT / GPURUN_PROC_ROOT)",
+                    "no NVIDIA driver found: no {}/driver/nvidia/version and no libnvidia-ml.so.<version> in the library directories under {}; set --driver-root / --proc-root (or GPURUN_DRIVER_ROOT / GPURUN_PROC_ROOT)",
                     roots.proc_root.display(),
                     roots.driver_root.display()
                 );
@@ -205,11 +134,27 @@ pub fn discover(roots: &Roots, source: Source) -> Result<Inventory> {
             ("procfs", version, cuda, read_proc_gpus(&roots.proc_root))
         }
     };
+    let found = driver_files::scan(&root, &driver_version, &dirs);
+    if !found
+        .files
+        .values()
+        .flatten()
+        .any(|f| f.kind == FileKind::Library)
+    {
+        if let Some(other) = lib_version().filter(|v| *v != driver_version) {
+            bail!(
+                "the NVIDIA kernel module is version {driver_version} but the driver's libraries under {} are {other}: reboot or reload the module (or reinstall the matching libraries)",
+                roots.driver_root.display()
+            );
+        }
+    }
+    let sys = roots.dev_root.join("sys/bus/pci/devices");
     for gpu in &mut gpus {
         gpu.node = nodes
             .iter()
             .find(|n| n.path == format!("/dev/nvidia{}", gpu.minor))
             .cloned();
+        gpu.drm_nodes = drm_nodes(&roots.dev_root, &sys, &gpu.pci_bus_id);
         attach_mig_nodes(gpu, &roots.proc_root, &nodes);
     }
     let control_nodes = [
@@ -226,48 +171,73 @@ pub fn discover(roots: &Roots, source: Source) -> Result<Inventory> {
         .filter(|n| n.path.starts_with("/dev/nvidia-caps"))
         .cloned()
         .collect();
-    let files = scan_files(&roots.driver_root, &driver_version);
-    let firmware = scan_firmware(&roots.driver_root, &driver_version);
+    let DriverFiles {
+        files,
+        firmware,
+        notes,
+    } = found;
     Ok(Inventory {
         roots: roots.clone(),
         source: source_name.into(),
         driver_version,
+        kernel_module: module.map(|m| m.flavor.to_owned()),
         cuda_version,
         gpus,
         control_nodes,
         other_nodes,
         files,
         firmware,
+        notes,
     })
 }
 
-/// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.309.01  Thu ..." → "535.309.01"
-pub fn read_proc_driver_version(proc_root: &Path) -> Option<String> {
-    let text = fs::read_to_string(proc_root.join("driver/nvidia/version")).ok()?;
+/// The version in the kernel module's "NVRM version:" line: the first word
+/// that is a dotted version. Both wordings:
+/// "NVIDIA UNIX x86_64 Kernel Module  535.309.01  Thu ..." (proprietary),
+/// "NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build" (open).
+pub fn parse_proc_version(text: &str) -> Option<KernelModule> {
     let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
-    let after = line.split("Kernel Module").nth(1)?;
-    let version = after.split_whitespace().next()?;
-    crate::require::parse_version(version).map(|_| version.to_owned())
+    let version = line
+        .split_whitespace()
+        .find(|w| w.contains('.') && crate::require::parse_version(w).is_some())?;
+    Some(KernelModule {
+        version: version.to_owned(),
+        flavor: if line.contains("Open Kernel Module") {
+            "open"
+        } else {
+            "proprietary"
+        },
+    })
 }
 
-/// The version in the name of `libnvidia-ml.so.<version>` or `libcuda.so.<version>`.
-fn library_driver_version(driver_root: &Path) -> Option<String> {
-    for dir in LIB_DIRS_64 {
-        let Ok(entries) = fs::read_dir(driver_root.join(dir)) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            for prefix in ["libnvidia-ml.so.", "libcuda.so."] {
-                if let Some(v) = name.strip_prefix(prefix) {
-                    if v.split('.').count() >= 2 && crate::require::parse_version(v).is_some() {
-                        return Some(v.to_owned());
-                    }
-                }
-            }
-        }
-    }
-    None
+pub fn read_proc_driver(proc_root: &Path) -> Option<KernelModule> {
+    parse_proc_version(&fs::read_to_string(proc_root.join("driver/nvidia/version")).ok()?)
+}
+
+/// "0000:1A:00.0" or NVML's "00000000:1A:00.0" → sysfs's "0000:1a:00.0".
+fn sysfs_bus_id(bus: &str) -> Option<String> {
+    let (domain, rest) = bus.split_once(':')?;
+    let domain = u32::from_str_radix(domain, 16).ok()?;
+    Some(format!("{domain:04x}:{}", rest.to_ascii_lowercase()))
+}
+
+/// The DRM nodes sysfs names for a GPU: `<pci device>/drm/card*` and
+/// `renderD*`, found as `/dev/dri/<name>`.
+fn drm_nodes(dev_root: &Path, sys_devices: &Path, bus: &str) -> Vec<DeviceNode> {
+    let Some(bus) = sysfs_bus_id(bus) else {
+        return Vec::new();
+    };
+    let Ok(entries) = fs::read_dir(sys_devices.join(bus).join("drm")) else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<DeviceNode> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("card") || n.starts_with("renderD"))
+        .filter_map(|n| node_at(dev_root, &format!("/dev/dri/{n}")))
+        .collect();
+    nodes.sort();
+    nodes
 }
 
 /// The CUDA version a driver branch supports, for hosts without NVML.
@@ -391,6 +361,7 @@ fn read_proc_gpus(proc_root: &Path) -> Vec<Gpu> {
             brand: brand_for_model(&model),
             model,
             node: None,
+            drm_nodes: Vec::new(),
             migs: Vec::new(),
         });
     }
@@ -500,179 +471,47 @@ fn scan_nodes(dev_root: &Path) -> Vec<DeviceNode> {
     nodes
 }
 
-/// Directories to search for libraries: those the driver root's own
-/// ld.so.cache names for NVIDIA libraries, then the usual ones.
-fn library_dirs(driver_root: &Path, compat32: bool) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Ok(bytes) = fs::read(driver_root.join("etc/ld.so.cache")) {
-        if let Ok(entries) = ldcache::parse(&bytes) {
-            let is_64 = |flags: i32| flags & 0x0300 == 0x0300;
-            for e in entries {
-                if (e.name.starts_with("libnvidia") || e.name.starts_with("libcuda"))
-                    && is_64(e.flags) != compat32
-                {
-                    if let Some(parent) = Path::new(&e.path).parent() {
-                        let rel = parent.strip_prefix("/").unwrap_or(parent).to_path_buf();
-                        if !dirs.contains(&rel) {
-                            dirs.push(rel);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let defaults = if compat32 { LIB_DIRS_32 } else { LIB_DIRS_64 };
-    for d in defaults {
-        let d = PathBuf::from(d);
-        if !dirs.contains(&d) {
-            dirs.push(d);
-        }
-    }
-    dirs
-}
-
-/// The canonical path of `rel` under `root`, if it stays under `root`.
-fn inside_root(root: &Path, rel: &Path) -> Option<(PathBuf, PathBuf)> {
-    let canonical_root = fs::canonicalize(root).ok()?;
-    let canonical = fs::canonicalize(root.join(rel)).ok()?;
-    let in_root = canonical.strip_prefix(&canonical_root).ok()?.to_path_buf();
-    Some((canonical, in_root))
-}
-
-fn scan_files(driver_root: &Path, version: &str) -> BTreeMap<Capability, Vec<DriverFile>> {
-    let mut files: BTreeMap<Capability, Vec<DriverFile>> = BTreeMap::new();
-    for compat32 in [false, true] {
-        for dir in library_dirs(driver_root, compat32) {
-            let Ok(entries) = fs::read_dir(driver_root.join(&dir)) else {
-                continue;
-            };
-            let mut names: Vec<String> = entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect();
-            names.sort();
-            for name in names {
-                let Some(prefix) = name.strip_suffix(&format!(".{version}")) else {
-                    continue;
-                };
-                let Some(cap) = Capability::ALL
-                    .into_iter()
-                    .find(|c| libraries_for(*c).contains(&prefix))
-                else {
-                    continue;
-                };
-                let Some((host_path, path_in_root)) = inside_root(driver_root, &dir.join(&name))
-                else {
-                    continue;
-                };
-                if !host_path.is_file() {
-                    continue;
-                }
-                let cap = if compat32 { Capability::Compat32 } else { cap };
-                let list = files.entry(cap).or_default();
-                if list.iter().any(|f| f.host_path == host_path) {
-                    continue;
-                }
-                list.push(DriverFile {
-                    kind: FileKind::Library,
-                    soname: elf::soname(&host_path),
-                    host_path,
-                    path_in_root,
-                    compat32,
-                });
-            }
-        }
-    }
-    for cap in Capability::ALL {
-        for binary in binaries_for(cap) {
-            for dir in BIN_DIRS {
-                let rel = Path::new(dir).join(binary);
-                let Some((host_path, path_in_root)) = inside_root(driver_root, &rel) else {
-                    continue;
-                };
-                if host_path.is_file() {
-                    files.entry(cap).or_default().push(DriverFile {
-                        kind: FileKind::Binary,
-                        host_path,
-                        path_in_root,
-                        soname: None,
-                        compat32: false,
-                    });
-                    break;
-                }
-            }
-        }
-    }
-    for (cap, rel, kind) in [
-        (
-            Capability::Utility,
-            "run/nvidia-persistenced/socket",
-            FileKind::Socket,
-        ),
-        (
-            Capability::Utility,
-            "run/nvidia-fabricmanager/socket",
-            FileKind::Socket,
-        ),
-        (Capability::Compute, "tmp/nvidia-mps", FileKind::Directory),
-    ] {
-        let path = driver_root.join(rel);
-        let Ok(meta) = fs::symlink_metadata(&path) else {
-            continue;
-        };
-        let ok = match kind {
-            FileKind::Socket => meta.file_type().is_socket(),
-            _ => meta.is_dir(),
-        };
-        if ok {
-            files.entry(cap).or_default().push(DriverFile {
-                kind,
-                host_path: path,
-                path_in_root: PathBuf::from(rel),
-                soname: None,
-                compat32: false,
-            });
-        }
-    }
-    for list in files.values_mut() {
-        list.sort();
-    }
-    files
-}
-
-fn scan_firmware(driver_root: &Path, version: &str) -> Vec<DriverFile> {
-    let mut out = Vec::new();
-    for base in ["lib/firmware/nvidia", "usr/lib/firmware/nvidia"] {
-        let rel = Path::new(base).join(version);
-        let Ok(entries) = fs::read_dir(driver_root.join(&rel)) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !(name.starts_with("gsp") && name.ends_with(".bin")) {
-                continue;
-            }
-            if let Some((host_path, path_in_root)) = inside_root(driver_root, &rel.join(&name)) {
-                out.push(DriverFile {
-                    kind: FileKind::Firmware,
-                    host_path,
-                    path_in_root,
-                    soname: None,
-                    compat32: false,
-                });
-            }
-        }
-        if !out.is_empty() {
-            break;
-        }
-    }
-    out.sort();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_kernel_module_version_lines() {
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n";
+        assert_eq!(
+            parse_proc_version(open),
+            Some(KernelModule {
+                version: "580.159.04".into(),
+                flavor: "open"
+            })
+        );
+        let proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.309.01  Tue Jan  7 00:00:00 UTC 2025\n";
+        assert_eq!(
+            parse_proc_version(proprietary),
+            Some(KernelModule {
+                version: "535.309.01".into(),
+                flavor: "proprietary"
+            })
+        );
+        let arm =
+            "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.86.15  Release Build\n";
+        assert_eq!(parse_proc_version(arm).unwrap().version, "570.86.15");
+        assert_eq!(parse_proc_version("NVRM version: garbage\n"), None);
+        assert_eq!(parse_proc_version(""), None);
+    }
+
+    #[test]
+    fn bus_ids_as_sysfs_names_them() {
+        assert_eq!(
+            sysfs_bus_id("00000000:3B:00.0").as_deref(),
+            Some("0000:3b:00.0")
+        );
+        assert_eq!(
+            sysfs_bus_id("0000:1a:00.0").as_deref(),
+            Some("0000:1a:00.0")
+        );
+        assert_eq!(sysfs_bus_id("nonsense"), None);
+    }
 
     #[test]
     fn version_tables() {
@@ -737,7 +576,15 @@ mod fake_tree {
         // A leftover of another driver version and an unknown library.
         build_so(&lib.join("libcuda.so.470.1.2"), "libcuda.so.1");
         build_so(&lib.join("libfoo.so.999.88.77"), "libfoo.so.1");
-        fs::write(bin.join("nvidia-smi"), "#!/bin/sh\n").unwrap();
+        // A wrapper script on the PATH, the real program elsewhere.
+        fs::write(
+            bin.join("nvidia-smi"),
+            "#!/bin/sh\nexec /usr/lib/nvidia/current/nvidia-smi\n",
+        )
+        .unwrap();
+        let real_bin = driver.join("usr/lib/nvidia/current");
+        fs::create_dir_all(&real_bin).unwrap();
+        fs::copy("/bin/true", real_bin.join("nvidia-smi")).unwrap();
         let proc_dir = root.join("proc/driver/nvidia");
         fs::create_dir_all(proc_dir.join("gpus/0000:3b:00.0")).unwrap();
         fs::write(
@@ -783,7 +630,7 @@ mod fake_tree {
                     "usr/lib64/libnvidia-ml.so.999.88.77".to_owned(),
                     Some("libnvidia-ml.so.1".to_owned())
                 ),
-                ("usr/bin/nvidia-smi".to_owned(), None),
+                ("usr/lib/nvidia/current/nvidia-smi".to_owned(), None),
             ]
         );
         assert_eq!(
@@ -799,6 +646,106 @@ mod fake_tree {
                 ),
             ]
         );
+        assert!(
+            inv.notes
+                .iter()
+                .any(|n| n.contains("/usr/bin/nvidia-smi is not an ELF program")),
+            "{:?}",
+            inv.notes
+        );
+        let _ = fs::remove_dir_all(root);
+    }
+
+    /// The layout of a cloud host: the driver in /usr/local/nvidia, soname
+    /// links in /lib that are absolute symlinks, a linker cache naming both,
+    /// wrapper scripts in /usr/bin, and the open kernel module's wording.
+    /// Absolute links mean paths in the driver root, not on this host.
+    #[test]
+    fn usr_local_nvidia_layout_resolves_inside_the_driver_root() {
+        let root = std::env::temp_dir().join(format!("fake-uln-{}", std::process::id()));
+        let host = root.join("host");
+        let lib64 = host.join("usr/local/nvidia/lib64");
+        fs::create_dir_all(&lib64).unwrap();
+        fs::create_dir_all(host.join("usr/local/nvidia/bin")).unwrap();
+        fs::create_dir_all(host.join("usr/lib")).unwrap();
+        fs::create_dir_all(host.join("usr/bin")).unwrap();
+        fs::create_dir_all(host.join("etc")).unwrap();
+        std::os::unix::fs::symlink("usr/lib", host.join("lib")).unwrap();
+        std::os::unix::fs::symlink("lib64", host.join("usr/local/nvidia/lib")).unwrap();
+        let v = "580.159.04";
+        for (name, soname) in [
+            ("libnvidia-ml", "libnvidia-ml.so.1"),
+            ("libcuda", "libcuda.so.1"),
+        ] {
+            build_so(&lib64.join(format!("{name}.so.{v}")), soname);
+            std::os::unix::fs::symlink(format!("{name}.so.{v}"), lib64.join(soname)).unwrap();
+            std::os::unix::fs::symlink(
+                format!("/usr/local/nvidia/lib64/{soname}"),
+                host.join("usr/lib").join(soname),
+            )
+            .unwrap();
+        }
+        let entries: Vec<crate::ldcache::Entry> = ["libcuda.so.1", "libnvidia-ml.so.1"]
+            .iter()
+            .flat_map(|so| {
+                ["/usr/local/nvidia/lib64", "/lib"].map(|d| crate::ldcache::Entry {
+                    name: so.to_string(),
+                    path: format!("{d}/{so}"),
+                    flags: crate::ldcache::FLAG_X86_64_LIBC6,
+                    hwcap: 0,
+                })
+            })
+            .collect();
+        fs::write(
+            host.join("etc/ld.so.cache"),
+            crate::ldcache::write(&entries),
+        )
+        .unwrap();
+        fs::write(
+            host.join("usr/bin/nvidia-smi"),
+            "#!/bin/sh\nexec /usr/local/nvidia/bin/nvidia-smi \"$@\"\n",
+        )
+        .unwrap();
+        fs::copy("/bin/true", host.join("usr/local/nvidia/bin/nvidia-smi")).unwrap();
+        let proc_dir = root.join("proc/driver/nvidia");
+        fs::create_dir_all(&proc_dir).unwrap();
+        fs::write(
+            proc_dir.join("version"),
+            format!("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {v}  Release Build  (nixbld@)\n"),
+        )
+        .unwrap();
+        let roots = Roots {
+            driver_root: host.clone(),
+            dev_root: root.clone(),
+            proc_root: root.join("proc"),
+        };
+        let inv = discover(&roots, Source::Procfs).unwrap();
+        assert_eq!(inv.driver_version, v);
+        assert_eq!(inv.kernel_module.as_deref(), Some("open"));
+        let files: Vec<String> = inv.files[&Capability::Utility]
+            .iter()
+            .map(|f| f.path_in_root.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            files,
+            [
+                format!("usr/local/nvidia/lib64/libnvidia-ml.so.{v}"),
+                "usr/local/nvidia/bin/nvidia-smi".to_owned()
+            ]
+        );
+        let host_real = host.canonicalize().unwrap();
+        for f in inv.files.values().flatten() {
+            assert!(
+                f.host_path.starts_with(&host_real),
+                "{f:?} left the driver root"
+            );
+        }
+        // Without procfs, the version comes from the libraries the cache names.
+        let roots = Roots {
+            proc_root: root.join("no-proc"),
+            ..roots
+        };
+        assert_eq!(discover(&roots, Source::Procfs).unwrap().driver_version, v);
         let _ = fs::remove_dir_all(root);
     }
 }

@@ -1,31 +1,123 @@
 //! GPU facts from NVML, loaded at run time with `nvml-wrapper`, so gpurun
 //! runs on hosts without a driver. Any failure means "no NVML": the caller
 //! falls back to procfs.
+//!
+//! NVML is loaded in a child process, never in gpurun itself: as root,
+//! `nvmlInit` creates missing device nodes (`/dev/nvidiactl`) on the host,
+//! which a read-only command such as `gpu info` or `doctor` must never do.
+//! The child has a private mount namespace with `/dev` read-only, so the
+//! library can read what is there and create nothing; its answer comes
+//! back as JSON over a pipe.
 
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::Path;
 
 use nvml_wrapper::enum_wrappers::device::Brand;
 use nvml_wrapper::Nvml;
+use serde::{Deserialize, Serialize};
 
 use crate::inventory::{Gpu, MigDevice};
 
+#[derive(Serialize, Deserialize)]
 pub struct NvmlFacts {
     pub driver_version: String,
     pub cuda_version: Option<String>,
     pub gpus: Vec<Gpu>,
 }
 
-/// `libnvidia-ml.so.1` in the directories where the inventory looks for
-/// the driver's libraries.
-pub fn library_in(driver_root: &Path) -> Option<PathBuf> {
-    crate::inventory::LIB_DIRS_64
-        .iter()
-        .map(|d| driver_root.join(d).join("libnvidia-ml.so.1"))
-        .find(|p| p.exists())
+/// Largest answer read back from the child.
+const MAX_ANSWER: u64 = 4 << 20;
+
+/// `query_library` in a child that cannot change the host's `/dev`.
+pub fn query_isolated(lib: &Path) -> Option<NvmlFacts> {
+    let mut fds = [0; 2];
+    // SAFETY: a two-element array for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return None;
+    }
+    // SAFETY: both descriptors were just made and are owned here.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: gpurun is single-threaded when it takes inventory; the child
+    // only sets up its namespace, loads the library and exits.
+    match unsafe { libc::fork() } {
+        -1 => None,
+        0 => {
+            drop(reader);
+            let code = match isolate_dev() {
+                Ok(()) => {
+                    let answer = query_library(lib);
+                    let mut out = std::fs::File::from(writer);
+                    match answer.and_then(|f| serde_json::to_vec(&f).ok()) {
+                        Some(bytes) => i32::from(out.write_all(&bytes).is_err()),
+                        None => 1,
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!("NVML not queried: {e}");
+                    1
+                }
+            };
+            // SAFETY: leave at once, without running our atexit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        child => {
+            drop(writer);
+            let mut bytes = Vec::new();
+            let _ = std::fs::File::from(reader)
+                .take(MAX_ANSWER)
+                .read_to_end(&mut bytes);
+            let mut status = 0;
+            // SAFETY: waiting for our own child.
+            while unsafe { libc::waitpid(child, &mut status, 0) } < 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+            {}
+            serde_json::from_slice(&bytes).ok()
+        }
+    }
 }
 
-pub fn query(driver_root: &Path) -> Option<NvmlFacts> {
-    query_library(&library_in(driver_root)?)
+/// In the child: a private mount namespace whose `/dev` is read-only. Only
+/// root can create nodes, and only root needs this.
+fn isolate_dev() -> std::io::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    let check = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let none = std::ptr::null::<libc::c_char>();
+    // SAFETY: unshare and mount with NUL-terminated literals or NULL, in a
+    // child that owns its (new) mount namespace.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNS))?;
+        check(libc::mount(
+            none,
+            c"/".as_ptr(),
+            none,
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))?;
+        check(libc::mount(
+            c"/dev".as_ptr(),
+            c"/dev".as_ptr(),
+            none,
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        ))?;
+        check(libc::mount(
+            none,
+            c"/dev".as_ptr(),
+            none,
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+            std::ptr::null(),
+        ))
+    }
 }
 
 fn brand_name(brand: Brand) -> String {
@@ -77,6 +169,7 @@ pub fn query_library(lib: &Path) -> Option<NvmlFacts> {
                     .map(|c| format!("{}.{}", c.major, c.minor)),
                 brand: device.brand().ok().map(brand_name),
                 node: None,
+                drm_nodes: Vec::new(),
                 migs,
             });
         }

@@ -287,7 +287,11 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
             nodes.push(n.clone());
         }
     }
+    let wants_drm = caps.contains(&Capability::Display) || caps.contains(&Capability::Graphics);
     for gpu in &gpus {
+        if wants_drm {
+            nodes.extend(gpu.drm_nodes.iter().cloned());
+        }
         match &gpu.node {
             Some(node) => nodes.push(node.clone()),
             None => bail!(
@@ -380,21 +384,33 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
                 destination: Path::new("/usr/bin").join(&name),
                 options: ro_options(true),
             }),
-            FileKind::Firmware | FileKind::Socket | FileKind::Directory => {
+            FileKind::Firmware | FileKind::Socket | FileKind::Directory | FileKind::Config => {
                 mounts.push(PlannedMount {
                     source: f.host_path.clone(),
-                    destination: Path::new("/").join(&f.path_in_root),
-                    options: if f.kind == FileKind::Firmware {
-                        ro_options(false)
-                    } else {
-                        vec![
+                    destination: f
+                        .container_path
+                        .clone()
+                        .unwrap_or_else(|| Path::new("/").join(&f.path_in_root)),
+                    options: match f.kind {
+                        FileKind::Firmware | FileKind::Config => ro_options(false),
+                        _ => vec![
                             "nosuid".into(),
                             "nodev".into(),
                             "noexec".into(),
                             "bind".into(),
-                        ]
+                        ],
                     },
                 })
+            }
+        }
+    }
+    // Destinations as the image has them, symlinks resolved inside it
+    // (`/lib/firmware` is `/usr/lib/firmware` with a merged /usr), so the
+    // mounts and their mount points land where the container will look.
+    if let Some(root) = &rootfs_handle {
+        for m in &mut mounts {
+            if let Ok((resolved, _)) = root.resolve(&m.destination) {
+                m.destination = resolved;
             }
         }
     }
@@ -478,6 +494,7 @@ mod tests {
                 arch: Some("8.0".into()),
                 brand: Some("nvidia".into()),
                 node: Some(node("/dev/nvidia0", 195, 0)),
+                drm_nodes: Vec::new(),
                 migs: vec![MigDevice {
                     index: 0,
                     uuid: "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee".into(),
@@ -494,8 +511,10 @@ mod tests {
                 node("/dev/nvidia-caps/nvidia-cap1", 508, 1),
                 node("/dev/nvidia-caps/nvidia-cap2", 508, 2),
             ],
+            kernel_module: None,
             files: BTreeMap::new(),
             firmware: Vec::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -71,6 +71,15 @@ fn merge(into: DeviceSelection, more: DeviceSelection) -> DeviceSelection {
     }
 }
 
+/// The request of a container whose environment is `env` (`KEY=VALUE`).
+pub fn from_env(env: &[&str]) -> Result<Request> {
+    let mut spec = Spec::default();
+    if let Some(process) = spec.process_mut() {
+        process.set_env(Some(env.iter().map(|e| e.to_string()).collect()));
+    }
+    from_spec(&spec)
+}
+
 pub fn from_spec(spec: &Spec) -> Result<Request> {
     let env = environment(spec);
     let mut sources = Vec::new();

@@ -191,6 +191,7 @@ mod tests {
                 arch: None,
                 brand: None,
                 node: None,
+                drm_nodes: Vec::new(),
                 migs: Vec::new(),
             });
         }

@@ -20,8 +20,9 @@ pub struct LaunchArgs<'a> {
     pub no_pivot: bool,
     pub detach: bool,
     pub extra_env: &'a [String],
-    /// Where the container's stdout goes instead of ours (`gpu verify`).
-    pub stdout: Option<std::os::fd::OwnedFd>,
+    /// Where the container's stdout and stderr go instead of ours (`gpu
+    /// verify`).
+    pub output: Option<std::os::fd::OwnedFd>,
     /// A spec made on the fly (`run --rootfs`) instead of the bundle's.
     pub spec: Option<libcontainer::oci_spec::runtime::Spec>,
     /// Inside a Slurm job, no GPU request means the job's GPUs.
@@ -40,7 +41,14 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
     })?;
 
     let mut builder = ContainerBuilder::new(args.id.to_owned(), SyscallType::default());
-    builder.stdout = args.stdout;
+    if let Some(output) = args.output {
+        builder.stderr = Some(
+            output
+                .try_clone()
+                .context("duplicate the output descriptor")?,
+        );
+        builder.stdout = Some(output);
+    }
     let container = builder
         .with_executor(GpurunExecutor)
         .with_pid_file(args.pid_file)?
@@ -65,7 +73,19 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
     // it (libcontainer patch), as runc reads its saved config, so an exec'd
     // process joins the same cgroup and gets the same edits.
     let saved = container.root.join("config.json");
-    if let Err(e) = std::fs::rename(prepared.dir.join("config.json"), &saved) {
+    let layers = prepared.dir.join(gpurun_gpu::mount_points::KEEP_DIR);
+    let kept = std::fs::rename(prepared.dir.join("config.json"), &saved).and_then(|()| {
+        // The overlay layers holding the container's mount points live as
+        // long as the container; its state directory goes with `delete`.
+        match std::fs::rename(
+            &layers,
+            container.root.join(gpurun_gpu::mount_points::KEEP_DIR),
+        ) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    });
+    if let Err(e) = kept {
         let mut container = container;
         let _ = container.delete(true);
         return Err(e).with_context(|| format!("save the config of container {:?}", args.id));

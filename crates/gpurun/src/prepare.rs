@@ -14,7 +14,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::cli::GlobalFlags;
 use crate::{cgroup_path, containers, gpu_roots, logging};
-use gpurun_gpu::{apply, inventory, plan, request, slurm, Source};
+use gpurun_gpu::{apply, flow, plan, request, slurm};
 
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -191,7 +191,7 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
     let mut inv = None;
     if let Some(alloc) = slurm::from_env(|k| std::env::var(k).ok())? {
         if req.wants_gpu() || opts.slurm_gpus_by_default {
-            let found = inventory::discover(&gpu_roots::resolve(opts.global)?, Source::Procfs)?;
+            let found = flow::inventory(&gpu_roots::resolve(opts.global)?)?;
             let allowed = alloc.gpu_indexes(&found.gpus, may_open)?;
             let selected: Vec<u32> = plan::select_gpus(&found, &req.devices)?
                 .iter()
@@ -218,11 +218,10 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
         apply::drop_prestart_hooks(spec, &req.docker_hooks);
         return Ok(());
     }
-    let inv = match inv {
-        Some(inv) => inv,
-        None => inventory::discover(&gpu_roots::resolve(opts.global)?, Source::Procfs)?,
+    let plan = match inv {
+        Some(inv) => plan::make(&inv, &req, Some(rootfs))?,
+        None => flow::plan(&gpu_roots::resolve(opts.global)?, &req, Some(rootfs))?.1,
     };
-    let plan = plan::make(&inv, &req, Some(rootfs))?;
     let gpus: Vec<String> = plan
         .gpus
         .iter()

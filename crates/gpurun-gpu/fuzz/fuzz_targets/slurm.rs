@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
             arch: None,
             brand: None,
             node: None,
+            drm_nodes: Vec::new(),
             migs: Vec::new(),
         })
         .collect();

@@ -45,6 +45,7 @@ fn inventory(base: &Path) -> Inventory {
         arch: Some("9.0".into()),
         brand: Some("nvidia".into()),
         node: Some(node(&format!("/dev/nvidia{index}"), index)),
+        drm_nodes: Vec::new(),
         migs: Vec::new(),
     };
     let libcuda = DriverFile {
@@ -53,6 +54,7 @@ fn inventory(base: &Path) -> Inventory {
         path_in_root: PathBuf::from("usr/lib/x86_64-linux-gnu/libcuda.so.535.309.01"),
         soname: Some("libcuda.so.1".into()),
         compat32: false,
+        container_path: None,
     };
     Inventory {
         roots: Roots {
@@ -61,12 +63,14 @@ fn inventory(base: &Path) -> Inventory {
         },
         source: "fuzz".into(),
         driver_version: "535.309.01".into(),
+        kernel_module: None,
         cuda_version: Some("12.2".into()),
         gpus: vec![gpu(0), gpu(1)],
         control_nodes: vec![node("/dev/nvidiactl", 255)],
         other_nodes: Vec::new(),
         files: BTreeMap::from([(Capability::Compute, vec![libcuda])]),
         firmware: Vec::new(),
+        notes: Vec::new(),
     }
 }
 

@@ -18,7 +18,7 @@ pub fn create(ctx: &Ctx, args: Create) -> Result<()> {
             extra_env: &[],
             spec: None,
             slurm_gpus_by_default: false,
-            stdout: None,
+            output: None,
         },
     )?;
     Ok(())

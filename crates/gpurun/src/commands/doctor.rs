@@ -7,7 +7,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 use anyhow::Result;
-use gpurun_gpu::{inventory, Source};
+use gpurun_gpu::{flow, inventory, request, Source};
 
 use crate::idmap::{map_helpers, UserIds};
 use crate::{cgroup_path, gpu_roots, state_root, Ctx};
@@ -234,30 +234,67 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
         );
     }
 
-    // The NVIDIA driver, its kernel module, and the device nodes.
-    let gpu_verdict = match gpu_roots::resolve(&ctx.global)
-        .and_then(|roots| inventory::discover(&roots, Source::Auto).map(|inv| (roots, inv)))
-    {
+    // The NVIDIA driver, judged the way `run` judges it: the same request
+    // turned into a plan by the same code, for every GPU with the default
+    // capabilities (utility, compute).
+    let gpu_verdict = match gpu_roots::resolve(&ctx.global).and_then(|roots| {
+        let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
+        flow::plan(&roots, &request, None).map(|(inv, plan)| (roots, inv, plan))
+    }) {
         Err(e) => {
-            r.line(Level::Fail, true, "NVIDIA driver", format!("{e:#}"));
+            r.line(
+                Level::Fail,
+                true,
+                "NVIDIA driver",
+                format!("a GPU container would fail: {e:#}"),
+            );
             None
         }
-        Ok((roots, inv)) => {
+        Ok((roots, inv, plan)) => {
             r.line(
                 Level::Ok,
                 true,
                 "NVIDIA driver",
                 format!(
-                    "{} under {} ({} GPU(s), facts from {})",
+                    "{} ({} kernel module) under {}: {} GPU(s), {} driver files for utility,compute",
                     inv.driver_version,
+                    inv.kernel_module.as_deref().unwrap_or("no"),
                     roots.driver_root.display(),
                     inv.gpus.len(),
-                    inv.source
+                    plan.mounts.len()
                 ),
             );
+            for note in &inv.notes {
+                r.line(Level::Info, true, "driver files", note);
+            }
+            let has = |name: &str| {
+                plan.mounts
+                    .iter()
+                    .any(|m| m.destination.file_name().is_some_and(|f| f == name))
+            };
+            for (file, what) in [
+                ("nvidia-smi", "nvidia-smi (an ELF program)"),
+                ("libnvidia-ml.so.1", "libnvidia-ml.so.1"),
+                ("libcuda.so.1", "libcuda.so.1"),
+            ] {
+                if !has(file) {
+                    r.line(
+                        Level::Warn,
+                        true,
+                        "driver files",
+                        format!(
+                            "no {what} found under {}: GPU containers will not have it; set --driver-root to where the driver is",
+                            roots.driver_root.display()
+                        ),
+                    );
+                }
+            }
+            // NVML, loaded in a child that cannot change the host, says
+            // whether a kernel driver answers.
+            let answers =
+                inventory::discover(&roots, Source::Auto).is_ok_and(|i| i.source == "nvml");
             let kernel = roots.proc_root.join("driver/nvidia/version");
-            let has_kernel = kernel.is_file() && inv.source == "nvml";
-            if has_kernel {
+            if answers {
                 r.line(
                     Level::Ok,
                     true,
@@ -279,9 +316,7 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
                     format!("not loaded (no {}): containers get the driver files, and nvidia-smi exits 9", kernel.display()),
                 );
             }
-            let mut nodes: Vec<_> = inv.gpus.iter().filter_map(|g| g.node.clone()).collect();
-            nodes.extend(inv.control_nodes.iter().cloned());
-            if nodes.is_empty() {
+            if plan.device_nodes.is_empty() {
                 r.line(
                     Level::Fail,
                     true,
@@ -289,7 +324,8 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
                     format!("no /dev/nvidia* under {}: load the driver (nvidia-modprobe) or set --dev-root", roots.dev_root.display()),
                 );
             } else {
-                let blocked: Vec<String> = nodes
+                let blocked: Vec<String> = plan
+                    .device_nodes
                     .iter()
                     .filter(|n| {
                         let is_char = fs::metadata(&n.host_path)
@@ -308,7 +344,11 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
                         Level::Ok,
                         true,
                         "device nodes",
-                        format!("{} nodes, read-write for uid {}", nodes.len(), user.uid),
+                        format!(
+                            "{} nodes, read-write for uid {}",
+                            plan.device_nodes.len(),
+                            user.uid
+                        ),
                     );
                 } else {
                     r.line(
@@ -323,7 +363,7 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
                     );
                 }
             }
-            Some(has_kernel)
+            Some(answers)
         }
     };
 

@@ -3,7 +3,7 @@
 use std::fs;
 
 use anyhow::{Context, Result};
-use gpurun_gpu::{cdi, inventory, plan, request, Source};
+use gpurun_gpu::{cdi, flow, inventory, request, Source};
 
 use crate::cli::GpuCommand;
 use crate::{gpu_roots, prepare, Ctx};
@@ -44,6 +44,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             let inv = inventory::discover(&roots, Source::Auto)?;
             let mut nodes: Vec<_> = inv.control_nodes.clone();
             nodes.extend(inv.gpus.iter().filter_map(|g| g.node.clone()));
+            nodes.extend(inv.gpus.iter().flat_map(|g| g.drm_nodes.iter().cloned()));
             nodes.extend(inv.other_nodes.iter().cloned());
             if json {
                 let out = serde_json::json!({
@@ -79,8 +80,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                 }
                 return Ok(());
             }
-            let inv = inventory::discover(&roots, Source::Procfs)?;
-            let plan = plan::make(&inv, &req, Some(&rootfs))?;
+            let (_, plan) = flow::plan(&roots, &req, Some(&rootfs))?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&plan)?);
                 return Ok(());

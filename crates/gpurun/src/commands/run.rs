@@ -30,7 +30,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         extra_env: &gpu_env,
         spec: None,
         slurm_gpus_by_default: false,
-        stdout: None,
+        output: None,
     };
     finish(ctx, &args, launch_args)
 }
@@ -96,7 +96,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         extra_env: &gpu_env,
         spec: Some(spec),
         slurm_gpus_by_default: args.gpus.is_none(),
-        stdout: None,
+        output: None,
     };
     finish(ctx, &args, launch_args)
 }

@@ -6,7 +6,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use gpurun_gpu::{inventory, plan, Source};
+use gpurun_gpu::{flow, plan};
 use libcontainer::oci_spec::runtime::Spec;
 
 use crate::launch::{self, LaunchArgs};
@@ -116,7 +116,7 @@ fn run_smi(
             no_pivot: false,
             detach: false,
             extra_env: &[],
-            stdout: Some(out.into()),
+            output: Some(out.into()),
             spec: None,
             slurm_gpus_by_default: false,
         },
@@ -130,7 +130,7 @@ fn run_smi(
 /// given, 1 otherwise (the report says why).
 pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<i32> {
     let roots = gpu_roots::resolve(&ctx.global)?;
-    let inv = inventory::discover(&roots, Source::Procfs)?;
+    let inv = flow::inventory(&roots)?;
     let selection = gpurun_gpu::devlist::parse(Some(gpus))?;
     let expected: Vec<String> = plan::select_gpus(&inv, &selection)?
         .iter()
@@ -179,20 +179,35 @@ pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<i32> {
         seen.len(),
         seen.join(", ")
     );
-    let verdict = match code {
-        0 if seen == expected => {
-            println!("verdict:    OK: the container sees exactly the requested GPUs");
-            return Ok(0);
-        }
-        0 => "MISMATCH: the container sees other GPUs than requested",
-        9 => "no kernel driver: nvidia-smi and libnvidia-ml were injected and resolved, but no NVIDIA kernel driver answers on this host",
-        12 => "FAILED: nvidia-smi was injected but libnvidia-ml.so.1 does not resolve in the container",
-        127 => "FAILED: nvidia-smi was not injected",
-        255 => "FAILED: the device nodes are there but cannot be opened (device cgroup or permissions)",
-        _ => "FAILED: nvidia-smi did not list the GPUs",
-    };
+    let verdict = verdict(code, &output);
     println!("verdict:    {verdict}");
     Ok(1)
+}
+
+/// What a failed `nvidia-smi -L` in the container says about the injection.
+fn verdict(code: i32, output: &str) -> String {
+    let exec_failed = output.lines().find_map(|l| {
+        l.strip_prefix("gpurun: ")
+            .filter(|l| l.starts_with("exec "))
+    });
+    if let Some(line) = exec_failed {
+        return format!(
+            "FAILED: nvidia-smi could not be started in the container ({line}): a wrapper script or a program whose loader the image lacks was injected"
+        );
+    }
+    match code {
+        0 => "MISMATCH: the container sees other GPUs than requested".into(),
+        9 => "no kernel driver: nvidia-smi and libnvidia-ml were injected and resolved, but no NVIDIA kernel driver answers on this host".into(),
+        12 => "FAILED: nvidia-smi was injected but libnvidia-ml.so.1 does not resolve in the container".into(),
+        127 => "FAILED: nvidia-smi was not injected".into(),
+        255 if output.contains("Failed to initialize NVML: Unknown Error") => {
+            "FAILED: the device nodes are there but cannot be opened (device cgroup or permissions)".into()
+        }
+        _ => format!(
+            "FAILED: nvidia-smi exited {code}: {}",
+            output.lines().next().unwrap_or("no output")
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -211,5 +226,19 @@ mod tests {
             ]
         );
         assert!(listed_uuids("NVIDIA-SMI has failed because it couldn't communicate").is_empty());
+    }
+
+    #[test]
+    fn verdicts_name_the_cause() {
+        assert!(
+            verdict(255, "gpurun: exec nvidia-smi: no such file or directory\n")
+                .contains("could not be started")
+        );
+        assert!(
+            verdict(255, "Failed to initialize NVML: Unknown Error\n").contains("device cgroup")
+        );
+        assert!(!verdict(255, "something else\n").contains("device cgroup"));
+        assert!(verdict(9, "").starts_with("no kernel driver"));
+        assert!(verdict(127, "").contains("not injected"));
     }
 }

@@ -696,6 +696,12 @@ impl Mount {
                 linux::MOVE_MOUNT_T_EMPTY_PATH | linux::MOVE_MOUNT_F_EMPTY_PATH,
             )?;
         } else {
+            // Kept open until the overlay is made (gpurun patch).
+            let _private_upper = if typ == Some("overlay") {
+                gpurun_overlay_layers(&mut data_options, dest_fd)?
+            } else {
+                None
+            };
             let mount_fn = || -> std::result::Result<(), SyscallError> {
                 // fsopen
                 let fsfd_owned = self.syscall.fsopen(typ, 0)?;
@@ -1012,6 +1018,112 @@ pub fn find_parent_mount(
             MountError::Custom(format!("can't find the parent mount of {:?}", rootfs))
         })?;
     Ok(parent_mount_info)
+}
+
+/// The overlay layer name that stands for the mount's own destination
+/// (gpurun patch).
+pub const DESTINATION_LAYER: &str = "x-gpurun-destination";
+/// The `upperdir` value that asks for a private upper layer (gpurun patch).
+pub const PRIVATE_UPPER: &str = "x-gpurun-private";
+
+/// gpurun lays an overlay over an image directory, with the directory
+/// itself as the lowest layer, so that mount points are made in a layer of
+/// their own and the image is not changed (gpurun patch).
+///
+/// That layer must be the directory resolved inside the rootfs, never a
+/// path the kernel would walk again (a symlink swapped in meanwhile would
+/// lead out of the rootfs): it is named `x-gpurun-destination` in the spec
+/// and becomes the destination's own descriptor, already resolved with
+/// `RESOLVE_IN_ROOT`.
+///
+/// `upperdir=x-gpurun-private` gives the overlay an upper layer on a tmpfs
+/// of its own that is mounted nowhere: what the container writes there is
+/// charged to its memory cgroup and goes away with its mount namespace,
+/// with nothing on the host to clean up. The returned descriptor holds that
+/// tmpfs until the overlay is made.
+fn gpurun_overlay_layers(
+    data: &mut Vec<String>,
+    dest: BorrowedFd,
+) -> std::result::Result<Option<OwnedFd>, SyscallError> {
+    use std::os::fd::AsRawFd;
+    let fd_path = format!("/proc/self/fd/{}", dest.as_raw_fd());
+    let mut private_upper = false;
+    for option in data.iter_mut() {
+        if option == &format!("upperdir={PRIVATE_UPPER}") {
+            private_upper = true;
+            continue;
+        }
+        let Some(layers) = option.strip_prefix("lowerdir=") else {
+            continue;
+        };
+        let replaced = if layers == DESTINATION_LAYER {
+            fd_path.clone()
+        } else if let Some(rest) = layers.strip_suffix(&format!(":{DESTINATION_LAYER}")) {
+            format!("{rest}:{fd_path}")
+        } else {
+            continue;
+        };
+        *option = format!("lowerdir={replaced}");
+    }
+    if !private_upper {
+        return Ok(None);
+    }
+    let tmpfs = detached_tmpfs().map_err(|e| {
+        tracing::error!("private overlay upper layer: {e}");
+        SyscallError::Nix(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+    })?;
+    let base = format!("/proc/self/fd/{}", tmpfs.as_raw_fd());
+    data.retain(|o| !o.starts_with("upperdir=") && !o.starts_with("workdir="));
+    data.push(format!("upperdir={base}/upper"));
+    data.push(format!("workdir={base}/work"));
+    Ok(Some(tmpfs))
+}
+
+/// A tmpfs mounted nowhere (fsopen + fsmount), holding `upper` and `work`.
+fn detached_tmpfs() -> std::io::Result<OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let check = |rc: libc::c_long| {
+        if rc < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(rc as i32)
+        }
+    };
+    // SAFETY: the new mount API with NUL-terminated literals; every result
+    // is a new descriptor owned here.
+    unsafe {
+        let fs = OwnedFd::from_raw_fd(check(libc::syscall(
+            libc::SYS_fsopen,
+            c"tmpfs".as_ptr(),
+            libc::FSOPEN_CLOEXEC,
+        ))?);
+        check(libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_SET_STRING,
+            c"mode".as_ptr(),
+            c"0755".as_ptr(),
+            0,
+        ))?;
+        check(libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        ))?;
+        let mnt = OwnedFd::from_raw_fd(check(libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            libc::FSMOUNT_CLOEXEC,
+            0,
+        ))?);
+        for dir in [c"upper", c"work"] {
+            check(libc::mkdirat(mnt.as_raw_fd(), dir.as_ptr(), 0o755) as libc::c_long)?;
+        }
+        Ok(mnt)
+    }
 }
 
 /// Makes sure `dest` is a directory inside `root` (gpurun patch).

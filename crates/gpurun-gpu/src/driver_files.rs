@@ -1,0 +1,497 @@
+//! The driver's user-space files on the host, per capability.
+//!
+//! Real hosts put them in many places: Debian's `nvidia/current`, Ubuntu's
+//! multiarch directory, RHEL's `/usr/lib64`, `/usr/local/nvidia/lib64` with
+//! soname links in `/lib` and wrapper scripts in `/usr/bin` (clouds), or a
+//! whole driver root such as the GPU Operator's `/run/nvidia/driver`. So the
+//! library directories are the ones the driver root's own linker cache
+//! names for NVIDIA libraries (and where those entries really lead), then
+//! the usual ones; programs are taken from the `bin` beside those library
+//! directories first, and only if they are ELF files, never a wrapper
+//! script. Every path is resolved inside the driver root, so an absolute
+//! symlink there means a path under that root.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::caps::Capability;
+use crate::elf;
+use crate::in_root::Rootfs;
+use crate::ldcache;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    Library,
+    Binary,
+    Firmware,
+    Socket,
+    Directory,
+    /// A loader's vendor file (glvnd, Vulkan, EGL external platforms).
+    Config,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriverFile {
+    pub kind: FileKind,
+    /// The file's path on the host.
+    pub host_path: PathBuf,
+    /// Its path relative to the driver root, as the host sees it.
+    pub path_in_root: PathBuf,
+    /// For libraries: the SONAME, e.g. `libcuda.so.1`.
+    pub soname: Option<String>,
+    /// 32-bit (compat32) libraries go to the image's 32-bit directory.
+    pub compat32: bool,
+    /// Where it goes in the container, for files with a fixed place there
+    /// (libraries and programs go where the image keeps its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_path: Option<PathBuf>,
+}
+
+/// Everything found for one driver version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DriverFiles {
+    pub files: BTreeMap<Capability, Vec<DriverFile>>,
+    pub firmware: Vec<DriverFile>,
+    /// What was looked at and left out, and why (wrapper scripts, ...).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// Library name prefixes per capability, after libnvidia-container's
+/// `nvc_info.c`; a library counts only if its name is one of these plus
+/// `.<driver version>`.
+pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
+    match cap {
+        Capability::Utility => &["libnvidia-ml.so", "libnvidia-cfg.so"],
+        Capability::Compute => &[
+            "libcuda.so",
+            "libcudadebugger.so",
+            "libnvidia-opencl.so",
+            "libnvidia-ptxjitcompiler.so",
+            "libnvidia-fatbinaryloader.so",
+            "libnvidia-allocator.so",
+            "libnvidia-compiler.so",
+            "libnvidia-nvvm.so",
+            "libnvidia-pkcs11.so",
+            "libnvidia-pkcs11-openssl3.so",
+            "libnvidia-gpucomp.so",
+        ],
+        Capability::Video => &[
+            "libvdpau_nvidia.so",
+            "libnvidia-encode.so",
+            "libnvidia-opticalflow.so",
+            "libnvcuvid.so",
+        ],
+        Capability::Graphics => &[
+            "libnvidia-eglcore.so",
+            "libnvidia-glcore.so",
+            "libnvidia-tls.so",
+            "libnvidia-glsi.so",
+            "libnvidia-fbc.so",
+            "libnvidia-ifr.so",
+            "libnvidia-rtcore.so",
+            "libnvoptix.so",
+            "libGLX_nvidia.so",
+            "libEGL_nvidia.so",
+            "libGLESv2_nvidia.so",
+            "libGLESv1_CM_nvidia.so",
+            "libnvidia-glvkspirv.so",
+            "libnvidia-cbl.so",
+            "libnvidia-vulkan-producer.so",
+        ],
+        Capability::Display => &["libnvidia-wayland-client.so"],
+        Capability::Ngx => &["libnvidia-ngx.so"],
+        Capability::Compat32 => &[],
+    }
+}
+
+/// EGL external platform libraries carry their own version, not the
+/// driver's (`libnvidia-egl-wayland.so.1.1.13`).
+const OWN_VERSION_LIBRARIES: &[(Capability, &str)] = &[
+    (Capability::Graphics, "libnvidia-egl-wayland.so."),
+    (Capability::Graphics, "libnvidia-egl-gbm.so."),
+    (Capability::Graphics, "libnvidia-egl-xcb.so."),
+    (Capability::Graphics, "libnvidia-egl-xlib.so."),
+];
+
+pub fn binaries_for(cap: Capability) -> &'static [&'static str] {
+    match cap {
+        Capability::Utility => &["nvidia-smi", "nvidia-debugdump", "nvidia-persistenced"],
+        Capability::Compute => &["nvidia-cuda-mps-control", "nvidia-cuda-mps-server"],
+        Capability::Ngx => &["nvidia-ngx-updater"],
+        _ => &[],
+    }
+}
+
+/// The loaders' vendor files: where below a `share` (or `etc`) directory
+/// they live; in the container they go to the same place under
+/// `/usr/share` (or `/etc`), where glvnd and the Vulkan loader look.
+const CONFIG_FILES: &[(Capability, &str)] = &[
+    (Capability::Graphics, "glvnd/egl_vendor.d/10_nvidia.json"),
+    (Capability::Graphics, "vulkan/icd.d/nvidia_icd.json"),
+    (Capability::Graphics, "vulkan/icd.d/nvidia_icd.x86_64.json"),
+    (
+        Capability::Graphics,
+        "vulkan/implicit_layer.d/nvidia_layers.json",
+    ),
+    (
+        Capability::Graphics,
+        "egl/egl_external_platform.d/10_nvidia_wayland.json",
+    ),
+    (
+        Capability::Graphics,
+        "egl/egl_external_platform.d/15_nvidia_gbm.json",
+    ),
+    (
+        Capability::Graphics,
+        "egl/egl_external_platform.d/20_nvidia_xcb.json",
+    ),
+    (
+        Capability::Graphics,
+        "egl/egl_external_platform.d/20_nvidia_xlib.json",
+    ),
+    (Capability::Graphics, "nvidia/nvoptix.bin"),
+];
+
+/// The usual library directories, after those the linker cache names.
+const LIB_DIRS_64: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/nvidia/current",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/local/nvidia/lib64",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib",
+    "/lib",
+];
+const LIB_DIRS_32: &[&str] = &[
+    "/usr/lib/i386-linux-gnu/nvidia/current",
+    "/usr/lib/i386-linux-gnu",
+    "/usr/lib32",
+    "/lib32",
+];
+/// The usual program directories, after the `bin` beside each library
+/// directory.
+const BIN_DIRS: &[&str] = &[
+    "/usr/bin",
+    "/usr/sbin",
+    "/bin",
+    "/sbin",
+    "/usr/lib/nvidia/current",
+];
+
+/// Largest linker cache read from a driver root.
+const MAX_LDCACHE: u64 = 16 << 20;
+
+/// Where the driver's libraries are, as symlink-free paths in the root.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibraryDirs {
+    pub lib64: Vec<PathBuf>,
+    pub lib32: Vec<PathBuf>,
+}
+
+fn is_nvidia_library(name: &str) -> bool {
+    name.contains("nvidia")
+        || name.starts_with("libcuda")
+        || name.starts_with("libnvcuvid")
+        || name.starts_with("libnvoptix")
+}
+
+fn push_unique(list: &mut Vec<PathBuf>, dir: PathBuf) {
+    if !list.contains(&dir) {
+        list.push(dir);
+    }
+}
+
+/// The library directories: those of the NVIDIA entries in the root's own
+/// `/etc/ld.so.cache` (the entry's directory and the one its file really
+/// is in), then the usual ones that exist.
+pub fn library_dirs(root: &Rootfs) -> LibraryDirs {
+    let mut dirs = LibraryDirs::default();
+    let entries = root
+        .read(Path::new("/etc/ld.so.cache"), MAX_LDCACHE)
+        .ok()
+        .and_then(|bytes| ldcache::parse(&bytes).ok())
+        .unwrap_or_default();
+    for e in entries.iter().filter(|e| is_nvidia_library(&e.name)) {
+        let list = if e.flags & 0x0300 == 0x0300 {
+            &mut dirs.lib64
+        } else {
+            &mut dirs.lib32
+        };
+        let path = Path::new(&e.path);
+        if let Some(dir) = path.parent().and_then(|p| root.real_dir(p)) {
+            push_unique(list, dir);
+        }
+        if let Ok(found) = root.find(path, false) {
+            if let Some(dir) = found.in_root.parent() {
+                push_unique(list, dir.to_path_buf());
+            }
+        }
+    }
+    for (list, defaults) in [
+        (&mut dirs.lib64, LIB_DIRS_64),
+        (&mut dirs.lib32, LIB_DIRS_32),
+    ] {
+        for d in defaults {
+            if let Some(dir) = root.real_dir(Path::new(d)) {
+                push_unique(list, dir);
+            }
+        }
+    }
+    dirs
+}
+
+/// The names in a directory of the root, read through a descriptor
+/// opened inside it.
+fn names_in(root: &Rootfs, dir: &Path) -> Vec<String> {
+    let Ok(handle) = root.open_in(dir, libc::O_RDONLY | libc::O_DIRECTORY) else {
+        return Vec::new();
+    };
+    use std::os::fd::AsRawFd;
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The driver version in the name of `libnvidia-ml.so.<version>` or
+/// `libcuda.so.<version>` in the library directories.
+pub fn library_version(root: &Rootfs, dirs: &LibraryDirs) -> Option<String> {
+    for dir in &dirs.lib64 {
+        for name in names_in(root, dir) {
+            for prefix in ["libnvidia-ml.so.", "libcuda.so."] {
+                if let Some(v) = name.strip_prefix(prefix) {
+                    if v.split('.').count() >= 2 && crate::require::parse_version(v).is_some() {
+                        return Some(v.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+fn relative(in_root: &Path) -> PathBuf {
+    in_root.strip_prefix("/").unwrap_or(in_root).to_path_buf()
+}
+
+const ELF_MAGIC: &[u8] = b"\x7fELF";
+
+/// Finds every file of driver `version` in `root`.
+pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs) -> DriverFiles {
+    let mut out = DriverFiles::default();
+    let suffix = format!(".{version}");
+    for (compat32, list) in [(false, &dirs.lib64), (true, &dirs.lib32)] {
+        for dir in list {
+            for name in names_in(root, dir) {
+                let cap = match name.strip_suffix(&suffix) {
+                    Some(prefix) => Capability::ALL
+                        .into_iter()
+                        .find(|c| libraries_for(*c).contains(&prefix)),
+                    None => OWN_VERSION_LIBRARIES
+                        .iter()
+                        .find(|(_, p)| {
+                            name.strip_prefix(p).is_some_and(|v| {
+                                v.split('.').count() >= 3
+                                    && crate::require::parse_version(v).is_some()
+                            })
+                        })
+                        .map(|(c, _)| *c),
+                };
+                let Some(cap) = cap else { continue };
+                let Ok(found) = root.find(&dir.join(&name), false) else {
+                    continue;
+                };
+                let Ok(mut file) = found.reopen_regular() else {
+                    continue;
+                };
+                let cap = if compat32 { Capability::Compat32 } else { cap };
+                let list = out.files.entry(cap).or_default();
+                if list.iter().any(|f| f.host_path == found.host) {
+                    continue;
+                }
+                list.push(DriverFile {
+                    kind: FileKind::Library,
+                    soname: elf::soname_of(&mut file),
+                    host_path: found.host,
+                    path_in_root: relative(&found.in_root),
+                    compat32,
+                    container_path: None,
+                });
+            }
+        }
+    }
+
+    // Programs: the `bin` beside each library directory, then the usual.
+    let mut bin_dirs: Vec<PathBuf> = Vec::new();
+    for dir in &dirs.lib64 {
+        if let Some(bin) = dir.parent().and_then(|p| root.real_dir(&p.join("bin"))) {
+            push_unique(&mut bin_dirs, bin);
+        }
+    }
+    for d in BIN_DIRS {
+        push_unique(&mut bin_dirs, PathBuf::from(d));
+    }
+    for cap in Capability::ALL {
+        for program in binaries_for(cap) {
+            for dir in &bin_dirs {
+                let Ok(found) = root.find(&dir.join(program), false) else {
+                    continue;
+                };
+                match found.head(4) {
+                    Ok(magic) if magic == ELF_MAGIC => {
+                        out.files.entry(cap).or_default().push(DriverFile {
+                            kind: FileKind::Binary,
+                            host_path: found.host,
+                            path_in_root: relative(&found.in_root),
+                            soname: None,
+                            compat32: false,
+                            container_path: None,
+                        });
+                        break;
+                    }
+                    Ok(_) => out.notes.push(format!(
+                        "{} is not an ELF program (a wrapper script?): not injected",
+                        found.in_root.display()
+                    )),
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+
+    // Vendor files of the loaders: beside the library directories' `share`
+    // first, then the system's.
+    let mut share_dirs: Vec<(PathBuf, &str)> = Vec::new();
+    for dir in &dirs.lib64 {
+        if let Some(share) = dir.parent().and_then(|p| root.real_dir(&p.join("share"))) {
+            if !share_dirs.iter().any(|(d, _)| *d == share) {
+                share_dirs.push((share, "/usr/share"));
+            }
+        }
+    }
+    share_dirs.extend([
+        (PathBuf::from("/etc"), "/etc"),
+        (PathBuf::from("/usr/share"), "/usr/share"),
+        (PathBuf::from("/usr/local/share"), "/usr/share"),
+    ]);
+    for (cap, sub) in CONFIG_FILES {
+        for (base, container_base) in &share_dirs {
+            let Ok(found) = root.find(&base.join(sub), false) else {
+                continue;
+            };
+            if !found.meta.is_file() {
+                continue;
+            }
+            out.files.entry(*cap).or_default().push(DriverFile {
+                kind: FileKind::Config,
+                host_path: found.host,
+                path_in_root: relative(&found.in_root),
+                soname: None,
+                compat32: false,
+                container_path: Some(Path::new(container_base).join(sub)),
+            });
+            break;
+        }
+    }
+
+    for (cap, rel, kind) in [
+        (
+            Capability::Utility,
+            "/run/nvidia-persistenced/socket",
+            FileKind::Socket,
+        ),
+        (
+            Capability::Utility,
+            "/run/nvidia-fabricmanager/socket",
+            FileKind::Socket,
+        ),
+        (Capability::Compute, "/tmp/nvidia-mps", FileKind::Directory),
+    ] {
+        let Ok(found) = root.find(Path::new(rel), true) else {
+            continue;
+        };
+        let ok = match kind {
+            FileKind::Socket => {
+                use std::os::unix::fs::FileTypeExt;
+                found.meta.file_type().is_socket()
+            }
+            _ => found.meta.is_dir(),
+        };
+        if ok {
+            out.files.entry(cap).or_default().push(DriverFile {
+                kind,
+                host_path: found.host,
+                path_in_root: relative(&found.in_root),
+                soname: None,
+                compat32: false,
+                container_path: Some(PathBuf::from(rel)),
+            });
+        }
+    }
+
+    // GSP firmware, which the container sees where the kernel looks.
+    let mut firmware_dirs: Vec<PathBuf> = vec![
+        PathBuf::from("/lib/firmware/nvidia"),
+        PathBuf::from("/usr/lib/firmware/nvidia"),
+    ];
+    for dir in &dirs.lib64 {
+        if let Some(parent) = dir.parent() {
+            push_unique(&mut firmware_dirs, parent.join("firmware/nvidia"));
+        }
+    }
+    for base in firmware_dirs {
+        let dir = base.join(version);
+        for name in names_in(root, &dir) {
+            if !(name.starts_with("gsp") && name.ends_with(".bin")) {
+                continue;
+            }
+            if let Ok(found) = root.find(&dir.join(&name), false) {
+                if found.meta.is_file() {
+                    out.firmware.push(DriverFile {
+                        kind: FileKind::Firmware,
+                        host_path: found.host,
+                        path_in_root: relative(&found.in_root),
+                        soname: None,
+                        compat32: false,
+                        container_path: Some(
+                            Path::new("/lib/firmware/nvidia").join(version).join(&name),
+                        ),
+                    });
+                }
+            }
+        }
+        if !out.firmware.is_empty() {
+            break;
+        }
+    }
+
+    for list in out.files.values_mut() {
+        list.sort();
+    }
+    out.firmware.sort();
+    out
+}
+
+/// The host path of `libnvidia-ml.so.1` in the library directories, for
+/// NVML.
+pub fn nvml_library(root: &Rootfs, dirs: &LibraryDirs) -> Option<PathBuf> {
+    dirs.lib64.iter().find_map(|d| {
+        root.find(&d.join("libnvidia-ml.so.1"), false)
+            .ok()
+            .filter(|f| f.meta.is_file())
+            .map(|f| f.host)
+    })
+}

@@ -1,0 +1,368 @@
+//! Mount points for the injected files without changing the image.
+//!
+//! A bind mount needs a file or directory to land on. Where the image has
+//! none (`/usr/lib/x86_64-linux-gnu/libcuda.so.1`, `/usr/bin/nvidia-smi`),
+//! runc and the NVIDIA toolkit create an empty one in the image, and it
+//! stays: a later container with other capabilities then finds an empty
+//! `libcuda.so.1` ("file too short") or a `nvidia-smi` that is not there,
+//! and a read-only image (squashfs, NFS, a shared directory) cannot take
+//! one at all.
+//!
+//! gpurun instead lays a private overlay over the image directory that
+//! holds them: the lowest layer is the directory itself, above it a small
+//! layer of empty mount points that gpurun writes in the container's state
+//! directory, and, unless the root is read-only, an upper layer on a tmpfs
+//! that is mounted nowhere else, so the container can still write to that
+//! directory: what it writes is charged to its memory cgroup and goes away
+//! with it. The image itself gets nothing.
+//!
+//! An engine's rootfs is different: Docker, containerd and Podman give each
+//! container its own writable overlay (or FUSE overlay) mount, which is not
+//! the image. There the mount points go into that layer, as runc does, so
+//! writes to those directories stay with the container as everywhere else
+//! in it.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use oci_spec::runtime::{Mount, MountBuilder};
+
+use crate::in_root::Rootfs;
+
+/// The overlay layer libcontainer (gpurun's patch) replaces with the
+/// destination directory itself, resolved inside the rootfs.
+pub const DESTINATION_LAYER: &str = "x-gpurun-destination";
+/// The `upperdir` libcontainer (gpurun's patch) replaces with a tmpfs of
+/// the overlay's own that is mounted nowhere.
+pub const PRIVATE_UPPER: &str = "x-gpurun-private";
+
+/// Where under the work directory the layers are kept; the caller keeps
+/// this directory for as long as the container lives.
+pub const KEEP_DIR: &str = "mountpoints";
+
+const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+/// How the mount points were provided, for `--debug` and the tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Provided {
+    /// Overlay mounts to put into the spec: (index before which it goes,
+    /// the mount).
+    pub overlays: Vec<(usize, Mount)>,
+    /// "none needed", "overlay" or "container layer".
+    pub how: &'static str,
+    /// Destinations whose mount points the image gets after all (only
+    /// where no overlay can hold them: right under `/`).
+    pub in_image: Vec<PathBuf>,
+}
+
+/// Whether `rootfs` is the root of an overlay or FUSE mount: an engine's
+/// per-container layer, not an image.
+pub fn is_container_layer(rootfs: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c_path) = std::ffi::CString::new(rootfs.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills the zeroed struct; the path is NUL-terminated.
+    let mut fs_info: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c_path.as_ptr(), &mut fs_info) } != 0 {
+        return false;
+    }
+    let magic = fs_info.f_type as i64;
+    if magic != OVERLAYFS_SUPER_MAGIC && magic != FUSE_SUPER_MAGIC {
+        return false;
+    }
+    let parent = rootfs.parent().unwrap_or(Path::new("/"));
+    match (mount_id(rootfs), mount_id(parent)) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    }
+}
+
+fn mount_id(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statx fills the zeroed struct; the path is NUL-terminated.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            0,
+            libc::STATX_MNT_ID,
+            &mut st,
+        )
+    };
+    (rc == 0 && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st.stx_mnt_id)
+}
+
+/// Overlay's own escapes for a path in `lowerdir`.
+fn escape_layer(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        if matches!(c, ':' | '\\' | ',') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A destination that needs a mount point: its path, and whether the
+/// mount is of a directory.
+pub struct Needed {
+    pub destination: PathBuf,
+    pub is_dir: bool,
+}
+
+/// Provides mount points for `needed` (the injected mounts' destinations,
+/// symlink-free paths in the rootfs) below the rootfs at `rootfs_path`,
+/// whose spec already holds `spec_mounts`. Layers are written under
+/// `work_dir/mountpoints`.
+pub fn provide(
+    rootfs_path: &Path,
+    spec_mounts: &[Mount],
+    needed: &[Needed],
+    read_only_root: bool,
+    user_namespace: bool,
+    work_dir: &Path,
+) -> Result<Provided> {
+    let rootfs = Rootfs::open(rootfs_path)
+        .with_context(|| format!("open rootfs {}", rootfs_path.display()))?;
+    // Destinations on a filesystem the spec mounts (/dev, /proc) are not in
+    // the image, and those that exist need nothing.
+    let covered = |dest: &Path| {
+        spec_mounts
+            .iter()
+            .any(|m| dest.starts_with(m.destination()))
+    };
+    let missing: Vec<&Needed> = needed
+        .iter()
+        .filter(|n| !covered(&n.destination))
+        .filter(|n| rootfs.find(&n.destination, true).is_err())
+        .collect();
+    if missing.is_empty() {
+        return Ok(Provided {
+            how: "none needed",
+            ..Provided::default()
+        });
+    }
+    if is_container_layer(rootfs_path) {
+        return Ok(Provided {
+            how: "container layer",
+            ..Provided::default()
+        });
+    }
+
+    // Group each missing destination under the nearest directory the image
+    // has; a directory inside another group's joins that group.
+    let mut groups: BTreeMap<PathBuf, Vec<(PathBuf, bool)>> = BTreeMap::new();
+    for n in missing {
+        let mut dir = n
+            .destination
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .to_path_buf();
+        while rootfs.real_dir(&dir).as_deref() != Some(dir.as_path()) {
+            if !dir.pop() {
+                break;
+            }
+        }
+        let rel = n.destination.strip_prefix(&dir).unwrap_or(&n.destination);
+        groups
+            .entry(dir.clone())
+            .or_default()
+            .push((rel.to_path_buf(), n.is_dir));
+    }
+    let dirs: Vec<PathBuf> = groups.keys().cloned().collect();
+    for dir in &dirs {
+        // Not into "/", which gets no overlay.
+        let outer = dirs
+            .iter()
+            .find(|o| *o != dir && o.as_os_str() != "/" && dir.starts_with(o));
+        if let Some(outer) = outer {
+            let entries = groups.remove(dir).unwrap_or_default();
+            let prefix = dir.strip_prefix(outer).unwrap_or(dir).to_path_buf();
+            let target = groups.entry(outer.clone()).or_default();
+            target.extend(entries.into_iter().map(|(rel, d)| (prefix.join(rel), d)));
+        }
+    }
+
+    let mut provided = Provided {
+        how: "overlay",
+        ..Provided::default()
+    };
+    let keep = work_dir.join(KEEP_DIR);
+    for (n, (dir, entries)) in groups.into_iter().enumerate() {
+        // Overlaying the whole root would hide every earlier mount; and a
+        // directory the spec mounts something on is not the image's: leave
+        // those to be made in place.
+        let spec_mounts_on_it = spec_mounts.iter().any(|m| dir.starts_with(m.destination()));
+        if dir == Path::new("/") || spec_mounts_on_it {
+            provided
+                .in_image
+                .extend(entries.into_iter().map(|(rel, _)| dir.join(rel)));
+            continue;
+        }
+        let layer = keep.join(format!("{n}"));
+        let stub = layer.join("mountpoints");
+        for (rel, is_dir) in &entries {
+            let path = stub.join(rel);
+            if *is_dir {
+                fs::create_dir_all(&path)?;
+            } else {
+                if let Some(parent) = path.parent() {
+                    fs::create_dir_all(parent)?;
+                }
+                fs::write(&path, b"")?;
+            }
+        }
+        let mut options = vec![format!(
+            "lowerdir={}:{DESTINATION_LAYER}",
+            escape_layer(&stub)
+        )];
+        if !read_only_root {
+            options.push(format!("upperdir={PRIVATE_UPPER}"));
+            if user_namespace {
+                // Whiteouts and opaque directories as user.* xattrs, which
+                // a user namespace may set.
+                options.push("userxattr".into());
+            }
+        }
+        // Before any spec mount inside the directory: the overlay would
+        // hide it.
+        let at = spec_mounts
+            .iter()
+            .position(|m| m.destination().starts_with(&dir))
+            .unwrap_or(spec_mounts.len());
+        let mount = MountBuilder::default()
+            .destination(&dir)
+            .typ("overlay")
+            .source("overlay")
+            .options(options)
+            .build()?;
+        provided.overlays.push((at, mount));
+    }
+    Ok(provided)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bind(dest: &str) -> Mount {
+        MountBuilder::default()
+            .destination(dest)
+            .typ("bind")
+            .source("/dev/null")
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn missing_destinations_get_one_overlay_per_image_directory() {
+        let base = std::env::temp_dir().join(format!("mount-points-{}", std::process::id()));
+        let rootfs = base.join("rootfs");
+        for d in ["usr/lib/x86_64-linux-gnu", "usr/bin", "etc", "dev"] {
+            fs::create_dir_all(rootfs.join(d)).unwrap();
+        }
+        fs::write(rootfs.join("etc/ld.so.cache"), b"").unwrap();
+        fs::write(rootfs.join("usr/bin/existing"), b"").unwrap();
+        let needed: Vec<Needed> = [
+            ("/usr/lib/x86_64-linux-gnu/libcuda.so.1", false),
+            ("/usr/lib/firmware/nvidia/535/gsp.bin", false),
+            ("/usr/bin/nvidia-smi", false),
+            ("/usr/bin/existing", false),
+            ("/etc/ld.so.cache", false),
+            ("/dev/nvidia0", false),
+            ("/tmp/nvidia-mps", true),
+        ]
+        .into_iter()
+        .map(|(d, is_dir)| Needed {
+            destination: d.into(),
+            is_dir,
+        })
+        .collect();
+        let spec_mounts = vec![bind("/dev"), bind("/usr/bin/inside")];
+        let work = base.join("work");
+        let p = provide(&rootfs, &spec_mounts, &needed, false, false, &work).unwrap();
+        assert_eq!(p.how, "overlay");
+        let dirs: Vec<(usize, String)> = p
+            .overlays
+            .iter()
+            .map(|(at, m)| (*at, m.destination().to_string_lossy().into_owned()))
+            .collect();
+        // /usr/bin before the spec's mount inside it; /usr/lib holds both
+        // the library directory and the firmware; /tmp is missing, so "/"
+        // would be the overlay: left to the image.
+        assert_eq!(
+            dirs,
+            [(1, "/usr/bin".to_owned()), (2, "/usr/lib".to_owned())],
+            "{:?}",
+            p.in_image
+        );
+        assert_eq!(p.in_image, [PathBuf::from("/tmp/nvidia-mps")]);
+        let lib = &p.overlays[1].1;
+        let options = lib.options().clone().unwrap();
+        assert!(
+            options[0].ends_with(&format!(":{DESTINATION_LAYER}")),
+            "{options:?}"
+        );
+        let stub = PathBuf::from(
+            options[0]
+                .strip_prefix("lowerdir=")
+                .unwrap()
+                .split(':')
+                .next()
+                .unwrap(),
+        );
+        assert!(stub.join("x86_64-linux-gnu/libcuda.so.1").is_file());
+        assert!(stub.join("firmware/nvidia/535/gsp.bin").is_file());
+        assert!(
+            options.contains(&format!("upperdir={PRIVATE_UPPER}")),
+            "{options:?}"
+        );
+        // The image got nothing.
+        assert!(!rootfs
+            .join("usr/lib/x86_64-linux-gnu/libcuda.so.1")
+            .exists());
+        assert!(!rootfs.join("usr/lib/firmware").exists());
+
+        // A read-only root gets read-only overlays: no upper layer.
+        let p = provide(
+            &rootfs,
+            &spec_mounts,
+            &needed[..1],
+            true,
+            false,
+            &base.join("w2"),
+        )
+        .unwrap();
+        let options = p.overlays[0].1.options().clone().unwrap();
+        assert_eq!(options.len(), 1, "{options:?}");
+
+        // Nothing missing, nothing to do.
+        let p = provide(
+            &rootfs,
+            &spec_mounts,
+            &needed[3..5],
+            false,
+            false,
+            &base.join("w3"),
+        )
+        .unwrap();
+        assert_eq!(p.how, "none needed");
+        assert!(p.overlays.is_empty());
+        let _ = fs::remove_dir_all(base);
+    }
+
+    #[test]
+    fn layer_paths_are_escaped() {
+        assert_eq!(
+            escape_layer(Path::new("/run/a:b,c\\d")),
+            "/run/a\\:b\\,c\\\\d"
+        );
+    }
+}

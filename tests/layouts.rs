@@ -1,0 +1,233 @@
+//! The whole GPU flow on every driver layout real hosts have
+//! (`scripts/fake-gpu-host.sh --layout`): Debian, Ubuntu, RHEL, the cloud
+//! layout of ../shared/real-gpu-hosts (/usr/local/nvidia, soname links in
+//! /lib, wrapper scripts in /usr/bin, the open kernel module), and the GPU
+//! Operator's driver root, as root and rootless. Each gives the nvidia-smi
+//! ladder, exactly the files of the capabilities asked for, a `gpu verify`
+//! and a `doctor` that agree with what `run` does.
+
+use gpurun_tests::*;
+
+const LAYOUTS: &[(&str, &str)] = &[
+    ("debian", "proprietary"),
+    ("debian", "open"),
+    ("ubuntu", "open"),
+    ("rhel", "proprietary"),
+    ("usr-local-nvidia", "open"),
+    ("gpu-operator", "open"),
+];
+
+const VERSION: &str = "535.309.01";
+
+/// Lists what gpurun put into the image's library and program
+/// directories, whether the injected nvidia-smi is an ELF program, and
+/// the nvidia-smi exit code.
+const LIST: &str = "ls /usr/lib/x86_64-linux-gnu /usr/bin /usr/share/glvnd/egl_vendor.d 2>/dev/null \
+    | grep -E 'nvidia|cuda|nvcuvid|GL' | grep -v cuda_probe | sort -u; \
+    [ \"$(head -c4 /usr/bin/nvidia-smi 2>/dev/null | tail -c3)\" = ELF ] && echo nvidia-smi-is-elf; \
+    nvidia-smi >/dev/null 2>&1; echo smi=$?";
+
+fn both() -> Vec<As> {
+    vec![As::Root, As::User(TestUser::get())]
+}
+
+fn user_of(who: &As) -> Option<&TestUser> {
+    match who {
+        As::Root => None,
+        As::User(u) => Some(u),
+    }
+}
+
+fn with_version(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.replace("VER", VERSION)).collect()
+}
+
+fn run_caps(rt: &Runtime, host: &FakeHost, rootfs: &str, caps: &str, script: &str) -> Ran {
+    let out = rt.run(host.args(&[
+        "run",
+        "--rootfs",
+        rootfs,
+        "--gpus",
+        "0",
+        "--gpu-capabilities",
+        caps,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]));
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    out
+}
+
+#[test]
+fn every_layout_gives_the_ladder_and_exactly_the_files_asked_for() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    for who in both() {
+        let bundle = Bundle::glibc(user_of(&who));
+        let rootfs = bundle.rootfs().to_string_lossy().into_owned();
+        let rt = Runtime::as_who(who.clone());
+        for (layout, module) in LAYOUTS {
+            let host = fixtures.layout(layout, module);
+            let what = format!("{layout}/{module} as {who:?}");
+
+            let utility = run_caps(&rt, &host, &rootfs, "utility", LIST);
+            assert_eq!(
+                utility.stdout.lines().collect::<Vec<_>>(),
+                with_version(&[
+                    "libnvidia-cfg.so.1",
+                    "libnvidia-cfg.so.VER",
+                    "libnvidia-ml.so.1",
+                    "libnvidia-ml.so.VER",
+                    "nvidia-smi",
+                    "nvidia-smi-is-elf",
+                    "smi=9",
+                ]),
+                "{what}: {}",
+                utility.stderr
+            );
+
+            let compute = run_caps(&rt, &host, &rootfs, "compute", LIST);
+            assert_eq!(
+                compute.stdout.lines().collect::<Vec<_>>(),
+                with_version(&[
+                    "libcuda.so.1",
+                    "libcuda.so.VER",
+                    "libcudadebugger.so.1",
+                    "libcudadebugger.so.VER",
+                    "libnvidia-allocator.so.1",
+                    "libnvidia-allocator.so.VER",
+                    "libnvidia-nvvm.so.4",
+                    "libnvidia-nvvm.so.VER",
+                    "libnvidia-ptxjitcompiler.so.1",
+                    "libnvidia-ptxjitcompiler.so.VER",
+                    "nvidia-cuda-mps-control",
+                    "nvidia-cuda-mps-server",
+                    "smi=127",
+                ]),
+                "{what}: {}",
+                compute.stderr
+            );
+
+            let graphics = run_caps(&rt, &host, &rootfs, "graphics", LIST);
+            let lines: Vec<&str> = graphics.stdout.lines().collect();
+            for want in [
+                "10_nvidia.json",
+                "libEGL_nvidia.so.0",
+                "libGLX_nvidia.so.0",
+                "smi=127",
+            ] {
+                assert!(lines.contains(&want), "{what}: no {want} in {lines:?}");
+            }
+            assert!(
+                !lines.iter().any(|l| l.starts_with("libcuda")),
+                "{what}: {lines:?}"
+            );
+
+            let verify = rt.run(host.args(&["gpu", "verify", "--gpus", "0"]));
+            assert!(
+                verify.stdout.contains("nvidia-smi exit code 9")
+                    && verify.stdout.contains("verdict:    no kernel driver"),
+                "{what}: {}{}",
+                verify.stdout,
+                verify.stderr
+            );
+
+            let doctor = rt.run(host.args(&["doctor", "--gpu"]));
+            assert_eq!(doctor.code, 0, "{what}: {}", doctor.stdout);
+            assert!(
+                doctor
+                    .stdout
+                    .contains("GPU container: would run with the driver files injected"),
+                "{what}: {}",
+                doctor.stdout
+            );
+            let kernel = if *module == "open" {
+                "(open kernel module)"
+            } else {
+                "(proprietary kernel module)"
+            };
+            assert!(doctor.stdout.contains(kernel), "{what}: {}", doctor.stdout);
+        }
+    }
+}
+
+/// The cloud layout's wrapper scripts are never injected: doctor says so,
+/// and the plan takes the ELF program beside the library directory.
+#[test]
+fn wrapper_scripts_are_skipped_for_the_program_beside_the_libraries() {
+    require_root!();
+    let host = GpuFixtures::get().layout("usr-local-nvidia", "open");
+    let rt = Runtime::new();
+    let list = rt.run(host.args(&["gpu", "list", "--json"]));
+    list.ok();
+    let list: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    let smi = list["files"]["utility"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["hostPath"].as_str().unwrap().ends_with("/nvidia-smi"))
+        .expect("nvidia-smi found");
+    assert!(
+        smi["pathInRoot"] == "usr/local/nvidia/bin/nvidia-smi",
+        "{smi}"
+    );
+    let bytes = std::fs::read(smi["hostPath"].as_str().unwrap()).unwrap();
+    assert_eq!(&bytes[..4], b"\x7fELF");
+    // The script on the PATH is what a naive search would have found.
+    let script = host.dir.join("driver/usr/bin/nvidia-smi");
+    assert!(std::fs::read_to_string(script)
+        .unwrap()
+        .starts_with("#!/bin/sh"));
+}
+
+/// With the graphics capability, glvnd in the container loads NVIDIA's
+/// EGL vendor library (its vendor file is injected); without it, nothing.
+#[test]
+fn graphics_makes_glvnd_load_the_nvidia_egl_vendor_library() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    for who in both() {
+        let bundle = Bundle::glibc(user_of(&who));
+        let rootfs = bundle.rootfs();
+        let copy = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "cp -a {fx}/glvnd/usr {root}/ && cp {fx}/egl_probe {root}/usr/bin/ && ldconfig -r {root}{owner}",
+                fx = fixtures.dir.display(),
+                root = rootfs.display(),
+                owner = match user_of(&who) {
+                    Some(u) => format!(" && chown -R {}:{} {}", u.uid, u.gid, rootfs.display()),
+                    None => String::new(),
+                }
+            ))
+            .status()
+            .unwrap();
+        assert!(copy.success());
+        let rt = Runtime::as_who(who.clone());
+        let probe = "LD_DEBUG=libs egl_probe 2>&1 | grep -E 'calling init: .*EGL|display='";
+        for (layout, module) in [("usr-local-nvidia", "open"), ("debian", "proprietary")] {
+            let host = fixtures.layout(layout, module);
+            let root = rootfs.to_string_lossy();
+            let graphics = run_caps(&rt, &host, &root, "graphics", probe);
+            assert!(
+                graphics
+                    .stdout
+                    .contains("calling init: /usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.0"),
+                "{layout} as {who:?}: {}{}",
+                graphics.stdout,
+                graphics.stderr
+            );
+            let compute = run_caps(&rt, &host, &root, "compute", probe);
+            assert!(
+                compute
+                    .stdout
+                    .contains("calling init: /usr/lib/x86_64-linux-gnu/libEGL.so.1")
+                    && !compute.stdout.contains("EGL_nvidia"),
+                "{layout} as {who:?}: {}",
+                compute.stdout
+            );
+        }
+    }
+}
