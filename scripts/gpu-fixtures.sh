@@ -3,6 +3,7 @@
 #   OUTDIR/host          a fake GPU host (scripts/fake-gpu-host.sh), 2 GPUs
 #   OUTDIR/cudart/       libcudart.so.12 from PyPI's nvidia-cuda-runtime-cu12
 #   OUTDIR/cuda_probe    calls cudaGetDeviceCount, exits with its result
+#   OUTDIR/cuda_vector_add  a PTX vector add through the CUDA driver API
 #   OUTDIR/glvnd/        Debian's libglvnd EGL loader (libegl1, libglvnd0),
 #                        unpacked, for images that use EGL
 #   OUTDIR/egl_probe     asks glvnd for the default EGL display
@@ -28,6 +29,7 @@ with zipfile.ZipFile(wheel) as z:
 PY
 cc -O2 -o "$out/cuda_probe" "$here/../tests/fixtures/cuda_probe.c" -ldl
 cc -O2 -o "$out/egl_probe" "$here/../tests/fixtures/egl_probe.c" -ldl
+cc -O2 -o "$out/cuda_vector_add" "$here/../tests/fixtures/cuda_vector_add.c" -ldl
 # glvnd from Debian main, downloaded (not installed) once.
 mkdir -p "$cache/main-debs" "$out/glvnd"
 if ! ls "$cache/main-debs/"libegl1_*.deb "$cache/main-debs/"libglvnd0_*.deb >/dev/null 2>&1; then

@@ -23,7 +23,7 @@ const VERSION: &str = "535.309.01";
 /// directories, whether the injected nvidia-smi is an ELF program, and
 /// the nvidia-smi exit code.
 const LIST: &str = "ls /usr/lib/x86_64-linux-gnu /usr/bin /usr/share/glvnd/egl_vendor.d 2>/dev/null \
-    | grep -E 'nvidia|cuda|nvcuvid|GL' | grep -v cuda_probe | sort -u; \
+    | grep -E 'nvidia|cuda|nvcuvid|GL' | grep -v -e cuda_probe -e cuda_vector_add | sort -u; \
     [ \"$(head -c4 /usr/bin/nvidia-smi 2>/dev/null | tail -c3)\" = ELF ] && echo nvidia-smi-is-elf; \
     nvidia-smi >/dev/null 2>&1; echo smi=$?";
 
@@ -88,7 +88,13 @@ fn every_layout_gives_the_ladder_and_exactly_the_files_asked_for() {
                 utility.stderr
             );
 
-            let compute = run_caps(&rt, &host, &rootfs, "compute", LIST);
+            let compute = run_caps(
+                &rt,
+                &host,
+                &rootfs,
+                "compute",
+                &format!("{LIST}; cuda_probe >/dev/null; echo cuda=$?; cuda_vector_add; echo vadd=$?"),
+            );
             assert_eq!(
                 compute.stdout.lines().collect::<Vec<_>>(),
                 with_version(&[
@@ -105,6 +111,9 @@ fn every_layout_gives_the_ladder_and_exactly_the_files_asked_for() {
                     "nvidia-cuda-mps-control",
                     "nvidia-cuda-mps-server",
                     "smi=127",
+                    "cuda=100",
+                    "cuInit=100",
+                    "vadd=100",
                 ]),
                 "{what}: {}",
                 compute.stderr
@@ -124,6 +133,20 @@ fn every_layout_gives_the_ladder_and_exactly_the_files_asked_for() {
                 !lines.iter().any(|l| l.starts_with("libcuda")),
                 "{what}: {lines:?}"
             );
+
+            // The plan names the ELF program, not a wrapper.
+            bundle.set_process(&["true"], &["NVIDIA_VISIBLE_DEVICES=0"]);
+            let plan = rt.run(host.args(&["gpu", "plan", "--json", bundle.dir.to_str().unwrap()]));
+            let plan: serde_json::Value = serde_json::from_str(&plan.stdout)
+                .unwrap_or_else(|e| panic!("{what}: {e}: {}", plan.stderr));
+            let smi = plan["mounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["destination"] == "/usr/bin/nvidia-smi")
+                .unwrap_or_else(|| panic!("{what}: no nvidia-smi in {plan}"));
+            let program = std::fs::read(smi["source"].as_str().unwrap()).unwrap();
+            assert_eq!(&program[..4], b"\x7fELF", "{what}: {smi}");
 
             let verify = rt.run(host.args(&["gpu", "verify", "--gpus", "0"]));
             assert!(

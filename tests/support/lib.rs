@@ -576,7 +576,8 @@ pub fn tree_changes(before: &[String], after: &[String]) -> Vec<String> {
 
 impl Bundle {
     /// A bundle with a minimal glibc rootfs (scripts/glibc-rootfs.sh), the
-    /// CUDA runtime at /opt/cudart and the probe at /usr/bin/cuda_probe.
+    /// CUDA runtime at /opt/cudart and the probes at /usr/bin/cuda_probe
+    /// and /usr/bin/cuda_vector_add.
     pub fn glibc(user: Option<&TestUser>) -> Bundle {
         let fixtures = GpuFixtures::get();
         let scratch = Scratch::new("glibc");
@@ -584,7 +585,7 @@ impl Bundle {
         let script = format!(
             "set -e; sh {repo}/scripts/glibc-rootfs.sh {dir}/rootfs; \
              mkdir -p {dir}/rootfs/opt/cudart; cp {fx}/cudart/libcudart.so.12 {dir}/rootfs/opt/cudart/; \
-             cp {fx}/cuda_probe {dir}/rootfs/usr/bin/; cd {dir}; {gpurun} spec {rootless}; \
+             cp {fx}/cuda_probe {fx}/cuda_vector_add {dir}/rootfs/usr/bin/; cd {dir}; {gpurun} spec {rootless}; \
              sed -i 's/\"terminal\": true/\"terminal\": false/' config.json",
             repo = repo().display(),
             dir = dir.display(),

@@ -1,0 +1,153 @@
+#!/bin/sh
+# On a machine with a real NVIDIA GPU and its driver: builds gpurun and a
+# small glibc image, and checks the GPU features end to end against the
+# host itself. Prints one line per check and "N passed, M failed"; exits 1
+# if any failed. The tests never need a GPU; this is for when one is at
+# hand (put its output in docs/real-gpu.md).
+#
+#   nvidia-smi -L in a container equals the host's; a CUDA driver-API
+#   program JIT-compiles PTX and checks its results; capability filtering;
+#   none and void; selection by UUID; EGL loads NVIDIA's vendor library
+#   (graphics); gpu verify and doctor agree; rootless; 32 containers, 8 at
+#   a time; nothing left behind; the image unchanged.
+#
+# With --timing it also times `run` of `true` against runc 1.1 (plain, and
+# one GPU vs runc with the same mounts plus an ldconfig hook), interleaved.
+#
+# Usage (root): sh scripts/real-gpu-check.sh [--timing] [GPURUN]
+set -u
+timing=0
+if [ "${1:-}" = "--timing" ]; then timing=1; shift; fi
+cd "$(dirname "$0")/.."
+repo=$PWD
+if [ "$(id -u)" != 0 ]; then echo "real-gpu-check.sh: run as root" >&2; exit 2; fi
+if [ ! -e /proc/driver/nvidia/version ] || ! command -v nvidia-smi >/dev/null; then
+  echo "real-gpu-check.sh: no NVIDIA driver on this host (/proc/driver/nvidia/version, nvidia-smi)" >&2
+  exit 2
+fi
+gpurun=${1:-}
+if [ -z "$gpurun" ]; then
+  cargo build --locked --release -p gpurun >&2 || exit 2
+  gpurun=$repo/target/release/gpurun
+fi
+work=$(mktemp -d /tmp/gpurun-real-gpu.XXXXXX)
+chmod 755 "$work"
+state="$work/state"
+trap 'for c in $("$gpurun" --root "$state" list -q 2>/dev/null); do "$gpurun" --root "$state" delete --force "$c"; done; rm -rf "$work"' EXIT
+passed=0
+failed=0
+check() {   # NAME OK(0/1) DETAIL
+  if [ "$2" = 0 ]; then
+    passed=$((passed + 1)); echo "ok    $1"
+  else
+    failed=$((failed + 1)); echo "FAIL  $1: $3"
+  fi
+}
+
+# The image: the host's glibc, busybox, the probes, glvnd's EGL loader.
+rootfs="$work/rootfs"
+sh scripts/glibc-rootfs.sh "$rootfs" >/dev/null 2>&1 || { echo "glibc-rootfs.sh failed" >&2; exit 2; }
+cc -O2 -o "$rootfs/usr/bin/cuda_vector_add" tests/fixtures/cuda_vector_add.c -ldl
+cc -O2 -o "$rootfs/usr/bin/egl_probe" tests/fixtures/egl_probe.c -ldl
+mkdir -p "$work/debs"
+if (cd "$work/debs" && apt-get -o APT::Sandbox::User=root download libegl1 libglvnd0 >/dev/null 2>&1); then
+  for deb in "$work"/debs/*.deb; do dpkg-deb -x "$deb" "$rootfs"; done
+  ldconfig -r "$rootfs"
+fi
+chmod -R a+rX "$work"
+fingerprint() { (cd "$rootfs" && find . -printf '%p %y %m %U %G %s %T@ %l\n' | sort | md5sum); }
+image_before=$(fingerprint)
+run() {   # GPURUN-ARGS... -- CMD
+  "$gpurun" --root "$state" run --rootfs "$rootfs" "$@"
+}
+
+# 1. nvidia-smi -L: the container sees what the host sees.
+host_list=$(nvidia-smi -L 2>&1)
+in_list=$(run --gpus all -- nvidia-smi -L 2>&1)
+[ "$host_list" = "$in_list" ]; check "nvidia-smi -L in a container equals the host's" $? "host: $host_list / container: $in_list"
+
+# 2. CUDA through the driver API, PTX JIT-compiled, results checked.
+out=$(run --gpus 0 -- cuda_vector_add 2>&1)
+case "$out" in "vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
+check "CUDA driver API: PTX vector add on GPU 0" $r "$out"
+
+# 3. Capability filtering.
+out=$(run --gpus 0 --gpu-capabilities utility -- sh -c 'ls /usr/lib/x86_64-linux-gnu/libcuda.so.1 2>/dev/null; nvidia-smi -L >/dev/null 2>&1; echo smi=$?' 2>&1)
+[ "$out" = "smi=0" ]; check "utility only: nvidia-smi, no libcuda" $? "$out"
+out=$(run --gpus 0 --gpu-capabilities compute -- sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?; cuda_vector_add' 2>&1)
+case "$out" in "smi=127
+vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
+check "compute only: CUDA, no nvidia-smi" $r "$out"
+
+# 4. none (the driver, no GPU) and void (nothing).
+out=$(run --gpus none -- sh -c 'ls /dev/nvidia[0-9]* 2>/dev/null; nvidia-smi -L >/dev/null 2>&1; echo smi=$?' 2>&1)
+case "$out" in smi=127|smi=12|"") r=1 ;; smi=*) r=0 ;; *) r=1 ;; esac
+check "NVIDIA_VISIBLE_DEVICES=none: driver files, no GPU node" $r "$out"
+out=$(run --gpus void -- sh -c 'ls /dev/nvidia* 2>/dev/null; nvidia-smi >/dev/null 2>&1; echo smi=$?' 2>&1)
+[ "$out" = "smi=127" ]; check "NVIDIA_VISIBLE_DEVICES=void: nothing injected" $? "$out"
+
+# 5. Selection by UUID.
+uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+out=$(run --gpus "$uuid" -- nvidia-smi --query-gpu=uuid --format=csv,noheader 2>&1)
+[ "$out" = "$uuid" ]; check "selection by UUID ($uuid)" $? "$out"
+
+# 6. Graphics: glvnd loads NVIDIA's EGL vendor library.
+if [ -e "$rootfs/usr/lib/x86_64-linux-gnu/libEGL.so.1" ]; then
+  out=$(run --gpus 0 --gpu-capabilities graphics,utility -- sh -c 'LD_DEBUG=libs egl_probe 2>&1 | grep -c "calling init: .*libEGL_nvidia.so.0"; egl_probe' 2>&1)
+  case "$out" in 1*EGL_VENDOR=NVIDIA*) r=0 ;; *) r=1 ;; esac
+  check "graphics: EGL loads libEGL_nvidia and says EGL_VENDOR = NVIDIA" $r "$out"
+else
+  check "graphics: EGL (libegl1 could not be downloaded)" 1 "no libEGL.so.1 in the image"
+fi
+
+# 7. gpu verify and doctor agree with run.
+out=$("$gpurun" --root "$state" gpu verify --gpus all 2>&1)
+case "$out" in *"verdict:    OK"*) r=0 ;; *) r=1 ;; esac
+check "gpu verify --gpus all" $r "$out"
+out=$("$gpurun" --root "$state" doctor --gpu 2>&1)
+case "$out" in *"GPU container: would run with the GPUs"*) r=0 ;; *) r=1 ;; esac
+check "doctor --gpu says a GPU container runs" $r "$out"
+
+# 8. Rootless, as an unprivileged user with subordinate ids.
+sh scripts/test-user.sh >/dev/null 2>&1
+user=gpurun-test
+if id "$user" >/dev/null 2>&1; then
+  uid=$(id -u "$user")
+  xdg="$work/xdg-$uid"; mkdir -p "$xdg"; chown "$user" "$xdg"; chmod 700 "$xdg"
+  out=$(su "$user" -s /bin/sh -c "XDG_RUNTIME_DIR=$xdg $gpurun run --rootfs $rootfs --gpus 0 -- cuda_vector_add" 2>&1)
+  case "$out" in "vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
+  check "rootless: CUDA vector add as $user" $r "$out"
+else
+  check "rootless" 1 "no test user"
+fi
+
+# 9. 32 containers, 8 at a time.
+i=0; fails=0
+while [ $i -lt 32 ]; do
+  j=0
+  while [ $j -lt 8 ]; do
+    (run --gpus all -- cuda_vector_add >"$work/c$i-$j.out" 2>&1; echo $? >"$work/c$i-$j.rc") &
+    j=$((j + 1))
+  done
+  wait
+  i=$((i + 8))
+done
+for rc in "$work"/c*.rc; do [ "$(cat "$rc")" = 0 ] || fails=$((fails + 1)); done
+[ "$fails" = 0 ]; check "32 GPU containers, 8 at a time" $? "$fails failed: $(cat "$work"/c*.out | sort | uniq -c)"
+
+# 10. Nothing left behind, and the image unchanged.
+left=$(ls "$state" 2>/dev/null | wc -l)
+cgroups=$(find /sys/fs/cgroup -maxdepth 3 -path '*gpurun*' -type d 2>/dev/null | wc -l)
+[ "$left" = 0 ] && [ "$cgroups" -le 1 ]; check "nothing left (state dirs, cgroups)" $? "$left state entries, $cgroups cgroup dirs"
+[ "$(fingerprint)" = "$image_before" ]; check "the image is unchanged" $? "the rootfs changed"
+
+if [ $timing = 1 ]; then
+  echo
+  echo "== timing"
+  GPURUN_BIN=$gpurun sh scripts/bench.sh 100
+  GPURUN_BIN=$gpurun GPURUN_REAL_DRIVER=1 sh scripts/bench-gpu.sh 100
+fi
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
