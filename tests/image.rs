@@ -269,3 +269,39 @@ fn an_engine_container_layer_keeps_the_mount_points_and_the_image() {
         Vec::<String>::new()
     );
 }
+
+/// An image with a stale `libcuda.so.1` (a symlink to a library it no
+/// longer has, as a removed CUDA compat package leaves): the container
+/// finds the injected library under that name, and the image keeps its
+/// own link.
+#[test]
+fn a_stale_soname_link_in_the_image_is_shadowed_not_followed() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    let bundle = Bundle::glibc(None);
+    let lib = bundle.rootfs().join("usr/lib/x86_64-linux-gnu");
+    std::os::unix::fs::symlink("libcuda.so.470.57.02", lib.join("libcuda.so.1")).unwrap();
+    let before = tree_fingerprint(&bundle.rootfs());
+    let rt = Runtime::new();
+    let out = rt.run(fixtures.args(&[
+        "run",
+        "--rootfs",
+        bundle.rootfs().to_str().unwrap(),
+        "--gpus",
+        "0",
+        "--",
+        "sh",
+        "-c",
+        "readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; cuda_probe >/dev/null; echo cuda=$?",
+    ]));
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["libcuda.so.535.309.01", "cuda=100"],
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        tree_changes(&before, &tree_fingerprint(&bundle.rootfs())),
+        Vec::<String>::new()
+    );
+}

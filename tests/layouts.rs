@@ -93,7 +93,9 @@ fn every_layout_gives_the_ladder_and_exactly_the_files_asked_for() {
                 &host,
                 &rootfs,
                 "compute",
-                &format!("{LIST}; cuda_probe >/dev/null; echo cuda=$?; cuda_vector_add; echo vadd=$?"),
+                &format!(
+                    "{LIST}; cuda_probe >/dev/null; echo cuda=$?; cuda_vector_add; echo vadd=$?"
+                ),
             );
             assert_eq!(
                 compute.stdout.lines().collect::<Vec<_>>(),

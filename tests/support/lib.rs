@@ -186,11 +186,14 @@ impl Runtime {
     }
 
     /// The entries in the state root: empty when nothing was left behind.
+    /// The driver cache (`@driver-cache`, kept on purpose between
+    /// containers) is not a leftover.
     pub fn leftovers(&self) -> Vec<String> {
         match fs::read_dir(&self.root) {
             Ok(entries) => entries
                 .flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| name != "@driver-cache")
                 .collect(),
             Err(_) => Vec::new(),
         }

@@ -70,9 +70,8 @@ fn has_user_namespace(spec: &Spec) -> bool {
 /// Edits `spec` to carry out `plan`. Files the container needs (the linker
 /// cache, /proc/driver/nvidia copies) are written into `work_dir`, which
 /// only has to outlive the create: they are bind-mounted file by file. The
-/// overlay layers that hold mount points the image lacks are written into
-/// `work_dir/mountpoints` (`mount_points::KEEP_DIR`), which must be kept
-/// for as long as the container lives.
+/// layers that hold mount points the image lacks are kept, shared, in
+/// `mount_point_store` (see `mount_points`).
 /// `on_step` is called after each phase, for the numbered --debug steps:
 /// 2 device nodes, 3 cgroup rules, 4 driver files, 5 linker cache.
 pub fn apply(
@@ -80,6 +79,7 @@ pub fn apply(
     plan: &Plan,
     rootfs: &Path,
     work_dir: &Path,
+    mount_point_store: &Path,
     on_step: &mut dyn FnMut(u8, &Applied),
 ) -> Result<Applied> {
     let mut applied = Applied::default();
@@ -219,13 +219,52 @@ pub fn apply(
     }
     on_step(5, &applied);
 
-    // Mount points the image lacks, without changing the image.
-    let needed: Vec<mount_points::Needed> = mounts
+    // Mount points the image lacks, without changing the image. A second
+    // name for a library in the same directory (its SONAME) can be a
+    // symlink there instead of another mount.
+    let binds: Vec<&Mount> = mounts
         .iter()
         .filter(|m| m.typ().as_deref() == Some("bind"))
-        .map(|m| mount_points::Needed {
-            destination: m.destination().clone(),
-            is_dir: m.source().as_ref().is_some_and(|s| s.is_dir()),
+        .collect();
+    // The name each bound file keeps in each directory: its own file name
+    // where it is bound under it (`libcuda.so.535.104.05`), else the first.
+    let mut kept_name: Vec<(&Path, &Path, &std::ffi::OsStr)> = Vec::new();
+    for own_name_first in [true, false] {
+        for m in &binds {
+            let source = m.source().as_deref().unwrap_or(Path::new(""));
+            let dest = m.destination();
+            let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+                continue;
+            };
+            let known = kept_name
+                .iter()
+                .any(|(s, p, _)| *s == source && *p == parent);
+            if !known && (!own_name_first || source.file_name() == Some(name)) {
+                kept_name.push((source, parent, name));
+            }
+        }
+    }
+    let needed: Vec<mount_points::Needed> = binds
+        .iter()
+        .map(|m| {
+            let source = m.source().as_deref().unwrap_or(Path::new(""));
+            let dest = m.destination();
+            let parent = dest.parent().unwrap_or(Path::new("/"));
+            let kept = kept_name
+                .iter()
+                .find(|(s, p, _)| *s == source && *p == parent)
+                .map(|(_, _, name)| *name);
+            let entry = match kept {
+                Some(name) if Some(name) != dest.file_name() => {
+                    mount_points::Entry::Link(PathBuf::from(name))
+                }
+                _ if source.is_dir() => mount_points::Entry::Dir,
+                _ => mount_points::Entry::File,
+            };
+            mount_points::Needed {
+                destination: dest.clone(),
+                entry,
+            }
         })
         .collect();
     let read_only_root = spec
@@ -239,8 +278,10 @@ pub fn apply(
         &needed,
         read_only_root,
         userns,
-        work_dir,
+        mount_point_store,
     )?;
+    drop(binds);
+    mounts.retain(|m| !provided.linked.contains(m.destination()));
     applied.mount_points = provided.how;
     applied.overlays = provided.overlays.len();
     if !provided.in_image.is_empty() {

@@ -208,11 +208,29 @@ fn push_unique(list: &mut Vec<PathBuf>, dir: PathBuf) {
     }
 }
 
+/// The host paths a search looked at (directories listed, files read,
+/// candidates that were not there), so that a cached result can tell
+/// whether it still holds.
+#[derive(Debug, Default)]
+pub struct Looked(pub Vec<PathBuf>);
+
+impl Looked {
+    fn at(&mut self, root: &Rootfs, in_root: &Path) {
+        let host = root
+            .host_path()
+            .join(in_root.strip_prefix("/").unwrap_or(in_root));
+        if !self.0.contains(&host) {
+            self.0.push(host);
+        }
+    }
+}
+
 /// The library directories: those of the NVIDIA entries in the root's own
 /// `/etc/ld.so.cache` (the entry's directory and the one its file really
 /// is in), then the usual ones that exist.
-pub fn library_dirs(root: &Rootfs) -> LibraryDirs {
+pub fn library_dirs(root: &Rootfs, looked: &mut Looked) -> LibraryDirs {
     let mut dirs = LibraryDirs::default();
+    looked.at(root, Path::new("/etc/ld.so.cache"));
     let entries = root
         .read(Path::new("/etc/ld.so.cache"), MAX_LDCACHE)
         .ok()
@@ -249,7 +267,8 @@ pub fn library_dirs(root: &Rootfs) -> LibraryDirs {
 
 /// The names in a directory of the root, read through a descriptor
 /// opened inside it.
-fn names_in(root: &Rootfs, dir: &Path) -> Vec<String> {
+fn names_in(root: &Rootfs, dir: &Path, looked: &mut Looked) -> Vec<String> {
+    looked.at(root, dir);
     let Ok(handle) = root.open_in(dir, libc::O_RDONLY | libc::O_DIRECTORY) else {
         return Vec::new();
     };
@@ -268,9 +287,9 @@ fn names_in(root: &Rootfs, dir: &Path) -> Vec<String> {
 
 /// The driver version in the name of `libnvidia-ml.so.<version>` or
 /// `libcuda.so.<version>` in the library directories.
-pub fn library_version(root: &Rootfs, dirs: &LibraryDirs) -> Option<String> {
+pub fn library_version(root: &Rootfs, dirs: &LibraryDirs, looked: &mut Looked) -> Option<String> {
     for dir in &dirs.lib64 {
-        for name in names_in(root, dir) {
+        for name in names_in(root, dir, looked) {
             for prefix in ["libnvidia-ml.so.", "libcuda.so."] {
                 if let Some(v) = name.strip_prefix(prefix) {
                     if v.split('.').count() >= 2 && crate::require::parse_version(v).is_some() {
@@ -290,12 +309,12 @@ fn relative(in_root: &Path) -> PathBuf {
 const ELF_MAGIC: &[u8] = b"\x7fELF";
 
 /// Finds every file of driver `version` in `root`.
-pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs) -> DriverFiles {
+pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looked) -> DriverFiles {
     let mut out = DriverFiles::default();
     let suffix = format!(".{version}");
     for (compat32, list) in [(false, &dirs.lib64), (true, &dirs.lib32)] {
         for dir in list {
-            for name in names_in(root, dir) {
+            for name in names_in(root, dir, looked) {
                 let cap = match name.strip_suffix(&suffix) {
                     Some(prefix) => Capability::ALL
                         .into_iter()
@@ -337,12 +356,18 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs) -> DriverFiles {
     // Programs: the `bin` beside each library directory, then the usual.
     let mut bin_dirs: Vec<PathBuf> = Vec::new();
     for dir in &dirs.lib64 {
-        if let Some(bin) = dir.parent().and_then(|p| root.real_dir(&p.join("bin"))) {
-            push_unique(&mut bin_dirs, bin);
+        if let Some(parent) = dir.parent() {
+            looked.at(root, &parent.join("bin"));
+            if let Some(bin) = root.real_dir(&parent.join("bin")) {
+                push_unique(&mut bin_dirs, bin);
+            }
         }
     }
     for d in BIN_DIRS {
         push_unique(&mut bin_dirs, PathBuf::from(d));
+    }
+    for dir in &bin_dirs {
+        looked.at(root, dir);
     }
     for cap in Capability::ALL {
         for program in binaries_for(cap) {
@@ -376,9 +401,12 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs) -> DriverFiles {
     // first, then the system's.
     let mut share_dirs: Vec<(PathBuf, &str)> = Vec::new();
     for dir in &dirs.lib64 {
-        if let Some(share) = dir.parent().and_then(|p| root.real_dir(&p.join("share"))) {
-            if !share_dirs.iter().any(|(d, _)| *d == share) {
-                share_dirs.push((share, "/usr/share"));
+        if let Some(parent) = dir.parent() {
+            looked.at(root, &parent.join("share"));
+            if let Some(share) = root.real_dir(&parent.join("share")) {
+                if !share_dirs.iter().any(|(d, _)| *d == share) {
+                    share_dirs.push((share, "/usr/share"));
+                }
             }
         }
     }
@@ -389,6 +417,9 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs) -> DriverFiles {
     ]);
     for (cap, sub) in CONFIG_FILES {
         for (base, container_base) in &share_dirs {
+            if let Some(parent) = base.join(sub).parent() {
+                looked.at(root, parent);
+            }
             let Ok(found) = root.find(&base.join(sub), false) else {
                 continue;
             };
@@ -420,6 +451,7 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs) -> DriverFiles {
         ),
         (Capability::Compute, "/tmp/nvidia-mps", FileKind::Directory),
     ] {
+        looked.at(root, Path::new(rel));
         let Ok(found) = root.find(Path::new(rel), true) else {
             continue;
         };
@@ -454,7 +486,7 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs) -> DriverFiles {
     }
     for base in firmware_dirs {
         let dir = base.join(version);
-        for name in names_in(root, &dir) {
+        for name in names_in(root, &dir, looked) {
             if !(name.starts_with("gsp") && name.ends_with(".bin")) {
                 continue;
             }

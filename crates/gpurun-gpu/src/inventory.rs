@@ -15,9 +15,10 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::caps::Capability;
-use crate::driver_files::{self, DriverFiles};
+use crate::driver_files::{self, DriverFiles, Looked};
 pub use crate::driver_files::{DriverFile, FileKind};
 use crate::in_root::Rootfs;
+use crate::inventory_cache::{self, PathState};
 use crate::roots::Roots;
 
 #[derive(Debug, Clone, Serialize)]
@@ -101,28 +102,56 @@ pub struct KernelModule {
 }
 
 pub fn discover(roots: &Roots, source: Source) -> Result<Inventory> {
+    discover_cached(roots, source, None)
+}
+
+/// `discover`, keeping the driver's files in `cache_dir` (see
+/// `inventory_cache`) when the facts come from procfs.
+pub fn discover_cached(
+    roots: &Roots,
+    source: Source,
+    cache_dir: Option<&Path>,
+) -> Result<Inventory> {
     let root = Rootfs::open(&roots.driver_root).map_err(|e| {
         anyhow::anyhow!(
             "no NVIDIA driver found: driver root {}: {e}; set --driver-root (or GPURUN_DRIVER_ROOT) to where the NVIDIA driver's files are",
             roots.driver_root.display()
         )
     })?;
-    let nodes = scan_nodes(&roots.dev_root);
     let module = read_proc_driver(&roots.proc_root);
-    let dirs = driver_files::library_dirs(&root);
+    let cache = cache_dir
+        .filter(|_| source == Source::Procfs)
+        .zip(module.as_ref());
+    if let Some((dir, m)) = cache {
+        if let Some(hit) = inventory_cache::load(dir, &roots.driver_root, &m.version) {
+            let gpus = read_proc_gpus(&roots.proc_root);
+            let cuda = cuda_version_for_driver(&hit.version);
+            return Ok(assemble(
+                roots,
+                "procfs",
+                hit.version,
+                module,
+                cuda,
+                gpus,
+                hit.files,
+            ));
+        }
+    }
+    let mut looked = Looked::default();
+    let dirs = driver_files::library_dirs(&root, &mut looked);
     let mut facts = None;
     if source == Source::Auto {
         facts = driver_files::nvml_library(&root, &dirs)
             .and_then(|lib| crate::nvml::query_isolated(&lib));
     }
-    let lib_version = || driver_files::library_version(&root, &dirs);
-    let (source_name, driver_version, cuda_version, mut gpus) = match facts {
+    let lib_version = |looked: &mut Looked| driver_files::library_version(&root, &dirs, looked);
+    let (source_name, driver_version, cuda_version, gpus) = match facts {
         Some(f) => ("nvml", f.driver_version, f.cuda_version, f.gpus),
         None => {
             let Some(version) = module
                 .as_ref()
                 .map(|m| m.version.clone())
-                .or_else(lib_version)
+                .or_else(|| lib_version(&mut looked))
             else {
                 bail!(
                     "no NVIDIA driver found: no {}/driver/nvidia/version and no libnvidia-ml.so.<version> in the library directories under {}; set --driver-root / --proc-root (or GPURUN_DRIVER_ROOT / GPURUN_PROC_ROOT)",
@@ -134,20 +163,55 @@ pub fn discover(roots: &Roots, source: Source) -> Result<Inventory> {
             ("procfs", version, cuda, read_proc_gpus(&roots.proc_root))
         }
     };
-    let found = driver_files::scan(&root, &driver_version, &dirs);
+    let found = driver_files::scan(&root, &driver_version, &dirs, &mut looked);
     if !found
         .files
         .values()
         .flatten()
         .any(|f| f.kind == FileKind::Library)
     {
-        if let Some(other) = lib_version().filter(|v| *v != driver_version) {
+        if let Some(other) = lib_version(&mut looked).filter(|v| *v != driver_version) {
             bail!(
                 "the NVIDIA kernel module is version {driver_version} but the driver's libraries under {} are {other}: reboot or reload the module (or reinstall the matching libraries)",
                 roots.driver_root.display()
             );
         }
     }
+    if let Some((dir, m)) = cache {
+        let watched = looked.0.iter().map(|p| PathState::of(p)).collect();
+        inventory_cache::store(
+            dir,
+            &roots.driver_root,
+            &m.version,
+            &driver_version,
+            &dirs,
+            &found,
+            watched,
+        );
+    }
+    Ok(assemble(
+        roots,
+        source_name,
+        driver_version,
+        module,
+        cuda_version,
+        gpus,
+        found,
+    ))
+}
+
+/// The inventory from the driver's files and the GPU facts: each GPU's
+/// nodes, and the control and capability nodes, read from the dev root.
+fn assemble(
+    roots: &Roots,
+    source: &str,
+    driver_version: String,
+    module: Option<KernelModule>,
+    cuda_version: Option<String>,
+    mut gpus: Vec<Gpu>,
+    found: DriverFiles,
+) -> Inventory {
+    let nodes = scan_nodes(&roots.dev_root);
     let sys = roots.dev_root.join("sys/bus/pci/devices");
     for gpu in &mut gpus {
         gpu.node = nodes
@@ -176,9 +240,9 @@ pub fn discover(roots: &Roots, source: Source) -> Result<Inventory> {
         firmware,
         notes,
     } = found;
-    Ok(Inventory {
+    Inventory {
         roots: roots.clone(),
-        source: source_name.into(),
+        source: source.into(),
         driver_version,
         kernel_module: module.map(|m| m.flavor.to_owned()),
         cuda_version,
@@ -188,7 +252,7 @@ pub fn discover(roots: &Roots, source: Source) -> Result<Inventory> {
         files,
         firmware,
         notes,
-    })
+    }
 }
 
 /// The version in the kernel module's "NVRM version:" line: the first word

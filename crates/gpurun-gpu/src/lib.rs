@@ -13,6 +13,7 @@ pub mod driver_files;
 pub mod elf;
 pub mod flow;
 pub mod inventory;
+pub mod inventory_cache;
 pub mod ldcache;
 pub mod mount_points;
 pub mod nvml;

@@ -10,11 +10,13 @@
 //!
 //! gpurun instead lays a private overlay over the image directory that
 //! holds them: the lowest layer is the directory itself, above it a small
-//! layer of empty mount points that gpurun writes in the container's state
-//! directory, and, unless the root is read-only, an upper layer on a tmpfs
+//! layer of empty mount points (and SONAME symlinks, which need no mount
+//! at all), and, unless the root is read-only, an upper layer on a tmpfs
 //! that is mounted nowhere else, so the container can still write to that
 //! directory: what it writes is charged to its memory cgroup and goes away
-//! with it. The image itself gets nothing.
+//! with it. The image itself gets nothing. A mount-point layer depends only
+//! on what it holds, so it is made once, named by its contents, kept with
+//! the driver cache and shared by every container that needs the same.
 //!
 //! An engine's rootfs is different: Docker, containerd and Podman give each
 //! container its own writable overlay (or FUSE overlay) mount, which is not
@@ -38,10 +40,6 @@ pub const DESTINATION_LAYER: &str = "x-gpurun-destination";
 /// the overlay's own that is mounted nowhere.
 pub const PRIVATE_UPPER: &str = "x-gpurun-private";
 
-/// Where under the work directory the layers are kept; the caller keeps
-/// this directory for as long as the container lives.
-pub const KEEP_DIR: &str = "mountpoints";
-
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 
@@ -51,6 +49,9 @@ pub struct Provided {
     /// Overlay mounts to put into the spec: (index before which it goes,
     /// the mount).
     pub overlays: Vec<(usize, Mount)>,
+    /// Destinations that are symlinks in a mount-point layer: their bind
+    /// mounts are not needed.
+    pub linked: Vec<PathBuf>,
     /// "none needed", "overlay" or "container layer".
     pub how: &'static str,
     /// Destinations whose mount points the image gets after all (only
@@ -110,29 +111,43 @@ fn escape_layer(path: &Path) -> String {
     out
 }
 
-/// A destination that needs a mount point: its path, and whether the
-/// mount is of a directory.
+/// What stands at a destination in a mount-point layer.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Entry {
+    /// An empty file to bind a file on.
+    File,
+    /// An empty directory to bind a directory on.
+    Dir,
+    /// A symlink to this name in the same directory: a SONAME for a
+    /// library that is bound under its file name there.
+    Link(PathBuf),
+}
+
+/// A destination that needs a mount point.
 pub struct Needed {
     pub destination: PathBuf,
-    pub is_dir: bool,
+    pub entry: Entry,
 }
 
 /// Provides mount points for `needed` (the injected mounts' destinations,
 /// symlink-free paths in the rootfs) below the rootfs at `rootfs_path`,
-/// whose spec already holds `spec_mounts`. Layers are written under
-/// `work_dir/mountpoints`.
+/// whose spec already holds `spec_mounts`. Mount-point layers are kept in
+/// `store` (a directory of the caller's alone), one per distinct content.
 pub fn provide(
     rootfs_path: &Path,
     spec_mounts: &[Mount],
     needed: &[Needed],
     read_only_root: bool,
     user_namespace: bool,
-    work_dir: &Path,
+    store: &Path,
 ) -> Result<Provided> {
     let rootfs = Rootfs::open(rootfs_path)
         .with_context(|| format!("open rootfs {}", rootfs_path.display()))?;
     // Destinations on a filesystem the spec mounts (/dev, /proc) are not in
-    // the image, and those that exist need nothing.
+    // the image, and those that exist need nothing. A symlink in the
+    // image's place (a stale `libcuda.so.1 -> libcuda.so.470...`) gets a
+    // mount point that hides it, so the container finds the injected file
+    // under its own name.
     let covered = |dest: &Path| {
         spec_mounts
             .iter()
@@ -141,7 +156,11 @@ pub fn provide(
     let missing: Vec<&Needed> = needed
         .iter()
         .filter(|n| !covered(&n.destination))
-        .filter(|n| rootfs.find(&n.destination, true).is_err())
+        .filter(|n| {
+            rootfs
+                .find(&n.destination, true)
+                .map_or(true, |f| f.meta.file_type().is_symlink())
+        })
         .collect();
     if missing.is_empty() {
         return Ok(Provided {
@@ -158,7 +177,7 @@ pub fn provide(
 
     // Group each missing destination under the nearest directory the image
     // has; a directory inside another group's joins that group.
-    let mut groups: BTreeMap<PathBuf, Vec<(PathBuf, bool)>> = BTreeMap::new();
+    let mut groups: BTreeMap<PathBuf, Vec<(PathBuf, Entry)>> = BTreeMap::new();
     for n in missing {
         let mut dir = n
             .destination
@@ -174,7 +193,7 @@ pub fn provide(
         groups
             .entry(dir.clone())
             .or_default()
-            .push((rel.to_path_buf(), n.is_dir));
+            .push((rel.to_path_buf(), n.entry.clone()));
     }
     let dirs: Vec<PathBuf> = groups.keys().cloned().collect();
     for dir in &dirs {
@@ -194,31 +213,29 @@ pub fn provide(
         how: "overlay",
         ..Provided::default()
     };
-    let keep = work_dir.join(KEEP_DIR);
-    for (n, (dir, entries)) in groups.into_iter().enumerate() {
+    for (dir, mut entries) in groups {
         // Overlaying the whole root would hide every earlier mount; and a
         // directory the spec mounts something on is not the image's: leave
         // those to be made in place.
         let spec_mounts_on_it = spec_mounts.iter().any(|m| dir.starts_with(m.destination()));
         if dir == Path::new("/") || spec_mounts_on_it {
-            provided
-                .in_image
-                .extend(entries.into_iter().map(|(rel, _)| dir.join(rel)));
+            provided.in_image.extend(
+                entries
+                    .into_iter()
+                    .filter(|(_, e)| !matches!(e, Entry::Link(_)))
+                    .map(|(rel, _)| dir.join(rel)),
+            );
             continue;
         }
-        let layer = keep.join(format!("{n}"));
-        let stub = layer.join("mountpoints");
-        for (rel, is_dir) in &entries {
-            let path = stub.join(rel);
-            if *is_dir {
-                fs::create_dir_all(&path)?;
-            } else {
-                if let Some(parent) = path.parent() {
-                    fs::create_dir_all(parent)?;
-                }
-                fs::write(&path, b"")?;
-            }
-        }
+        entries.sort();
+        entries.dedup();
+        provided.linked.extend(
+            entries
+                .iter()
+                .filter(|(_, e)| matches!(e, Entry::Link(_)))
+                .map(|(rel, _)| dir.join(rel)),
+        );
+        let stub = mount_point_layer(store, &entries)?;
         let mut options = vec![format!(
             "lowerdir={}:{DESTINATION_LAYER}",
             escape_layer(&stub)
@@ -246,6 +263,46 @@ pub fn provide(
         provided.overlays.push((at, mount));
     }
     Ok(provided)
+}
+
+/// The layer holding `entries` in `store`, made if no container made it
+/// before: built under a temporary name and renamed into place, so a
+/// concurrent create either finds it whole or makes its own.
+fn mount_point_layer(store: &Path, entries: &[(PathBuf, Entry)]) -> Result<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    entries.hash(&mut h);
+    let layer = store.join(format!("{:016x}", h.finish()));
+    if layer.is_dir() {
+        return Ok(layer);
+    }
+    fs::create_dir_all(store).with_context(|| format!("create {}", store.display()))?;
+    let tmp = store.join(format!(".new-{}-{:016x}", std::process::id(), h.finish()));
+    let _ = fs::remove_dir_all(&tmp);
+    let built = (|| -> std::io::Result<()> {
+        fs::create_dir(&tmp)?;
+        for (rel, entry) in entries {
+            let path = tmp.join(rel);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            match entry {
+                Entry::Dir => fs::create_dir_all(&path)?,
+                Entry::File => fs::write(&path, b"")?,
+                Entry::Link(target) => std::os::unix::fs::symlink(target, &path)?,
+            }
+        }
+        Ok(())
+    })();
+    let placed = built.and_then(|()| fs::rename(&tmp, &layer));
+    if let Err(e) = placed {
+        let _ = fs::remove_dir_all(&tmp);
+        if !layer.is_dir() {
+            return Err(e)
+                .with_context(|| format!("make the mount-point layer {}", layer.display()));
+        }
+    }
+    Ok(layer)
 }
 
 #[cfg(test)]
@@ -282,12 +339,12 @@ mod tests {
         .into_iter()
         .map(|(d, is_dir)| Needed {
             destination: d.into(),
-            is_dir,
+            entry: if is_dir { Entry::Dir } else { Entry::File },
         })
         .collect();
         let spec_mounts = vec![bind("/dev"), bind("/usr/bin/inside")];
-        let work = base.join("work");
-        let p = provide(&rootfs, &spec_mounts, &needed, false, false, &work).unwrap();
+        let store = base.join("store");
+        let p = provide(&rootfs, &spec_mounts, &needed, false, false, &store).unwrap();
         assert_eq!(p.how, "overlay");
         let dirs: Vec<(usize, String)> = p
             .overlays
@@ -356,6 +413,21 @@ mod tests {
         assert_eq!(p.how, "none needed");
         assert!(p.overlays.is_empty());
         let _ = fs::remove_dir_all(base);
+    }
+
+    trait CloneEntries {
+        fn clone_entries(&self) -> Vec<Needed>;
+    }
+
+    impl CloneEntries for Vec<Needed> {
+        fn clone_entries(&self) -> Vec<Needed> {
+            self.iter()
+                .map(|n| Needed {
+                    destination: n.destination.clone(),
+                    entry: n.entry.clone(),
+                })
+                .collect()
+        }
     }
 
     #[test]

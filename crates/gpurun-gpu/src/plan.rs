@@ -404,14 +404,22 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
             }
         }
     }
-    // Destinations as the image has them, symlinks resolved inside it
-    // (`/lib/firmware` is `/usr/lib/firmware` with a merged /usr), so the
-    // mounts and their mount points land where the container will look.
+    // Destinations in the directories as the image has them, symlinks
+    // resolved inside it (`/lib/firmware` is `/usr/lib/firmware` with a
+    // merged /usr), so the mounts and their mount points land where the
+    // container will look. Most share a directory: each is resolved once.
     if let Some(root) = &rootfs_handle {
+        let mut real_parents: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
         for m in &mut mounts {
-            if let Ok((resolved, _)) = root.resolve(&m.destination) {
-                m.destination = resolved;
-            }
+            let (Some(parent), Some(name)) = (m.destination.parent(), m.destination.file_name())
+            else {
+                continue;
+            };
+            let real = real_parents.entry(parent.to_path_buf()).or_insert_with(|| {
+                root.resolve(parent)
+                    .map_or_else(|_| parent.to_path_buf(), |(p, _)| p)
+            });
+            m.destination = real.join(name);
         }
     }
     mounts.sort_by(|a, b| a.destination.cmp(&b.destination));

@@ -73,19 +73,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
     // it (libcontainer patch), as runc reads its saved config, so an exec'd
     // process joins the same cgroup and gets the same edits.
     let saved = container.root.join("config.json");
-    let layers = prepared.dir.join(gpurun_gpu::mount_points::KEEP_DIR);
-    let kept = std::fs::rename(prepared.dir.join("config.json"), &saved).and_then(|()| {
-        // The overlay layers holding the container's mount points live as
-        // long as the container; its state directory goes with `delete`.
-        match std::fs::rename(
-            &layers,
-            container.root.join(gpurun_gpu::mount_points::KEEP_DIR),
-        ) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            other => other,
-        }
-    });
-    if let Err(e) = kept {
+    if let Err(e) = std::fs::rename(prepared.dir.join("config.json"), &saved) {
         let mut container = container;
         let _ = container.delete(true);
         return Err(e).with_context(|| format!("save the config of container {:?}", args.id));

@@ -191,7 +191,10 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
     let mut inv = None;
     if let Some(alloc) = slurm::from_env(|k| std::env::var(k).ok())? {
         if req.wants_gpu() || opts.slurm_gpus_by_default {
-            let found = flow::inventory(&gpu_roots::resolve(opts.global)?)?;
+            let found = flow::inventory(
+                &gpu_roots::resolve(opts.global)?,
+                Some(&opts.root.join(flow::CACHE_DIR)),
+            )?;
             let allowed = alloc.gpu_indexes(&found.gpus, may_open)?;
             let selected: Vec<u32> = plan::select_gpus(&found, &req.devices)?
                 .iter()
@@ -220,7 +223,15 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
     }
     let plan = match inv {
         Some(inv) => plan::make(&inv, &req, Some(rootfs))?,
-        None => flow::plan(&gpu_roots::resolve(opts.global)?, &req, Some(rootfs))?.1,
+        None => {
+            flow::plan(
+                &gpu_roots::resolve(opts.global)?,
+                &req,
+                Some(rootfs),
+                Some(&opts.root.join(flow::CACHE_DIR)),
+            )?
+            .1
+        }
     };
     let gpus: Vec<String> = plan
         .gpus
@@ -235,20 +246,28 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
         caps.join(","),
         plan.driver_version
     );
-    let applied = apply::apply(spec, &plan, rootfs, work_dir, &mut |step, a| match step {
-        2 => {
-            tracing::debug!(target: "gpurun::steps", "2/9 device nodes added: {} as {}", a.device_nodes, a.device_mode)
-        }
-        3 => {
-            tracing::debug!(target: "gpurun::steps", "3/9 cgroup rules set: {} allow rules", a.cgroup_rules)
-        }
-        4 => {
-            tracing::debug!(target: "gpurun::steps", "4/9 driver files mounted: {} read-only binds", a.file_mounts)
-        }
-        _ => {
-            tracing::debug!(target: "gpurun::steps", "5/9 linker cache written: {} entries", a.ldcache_entries)
-        }
-    })?;
+    let store = opts.root.join(flow::CACHE_DIR).join("mountpoints");
+    let applied = apply::apply(
+        spec,
+        &plan,
+        rootfs,
+        work_dir,
+        &store,
+        &mut |step, a| match step {
+            2 => {
+                tracing::debug!(target: "gpurun::steps", "2/9 device nodes added: {} as {}", a.device_nodes, a.device_mode)
+            }
+            3 => {
+                tracing::debug!(target: "gpurun::steps", "3/9 cgroup rules set: {} allow rules", a.cgroup_rules)
+            }
+            4 => {
+                tracing::debug!(target: "gpurun::steps", "4/9 driver files mounted: {} read-only binds", a.file_mounts)
+            }
+            _ => {
+                tracing::debug!(target: "gpurun::steps", "5/9 linker cache written: {} entries", a.ldcache_entries)
+            }
+        },
+    )?;
     if let Some(problem) = &applied.image_ldcache_problem {
         tracing::debug!("the image's own ld.so.cache was not used: {problem}");
     }

@@ -239,7 +239,7 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
     // capabilities (utility, compute).
     let gpu_verdict = match gpu_roots::resolve(&ctx.global).and_then(|roots| {
         let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
-        flow::plan(&roots, &request, None).map(|(inv, plan)| (roots, inv, plan))
+        flow::plan(&roots, &request, None, None).map(|(inv, plan)| (roots, inv, plan))
     }) {
         Err(e) => {
             r.line(

@@ -80,7 +80,12 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                 }
                 return Ok(());
             }
-            let (_, plan) = flow::plan(&roots, &req, Some(&rootfs))?;
+            let (_, plan) = flow::plan(
+                &roots,
+                &req,
+                Some(&rootfs),
+                Some(&ctx.root.join(flow::CACHE_DIR)),
+            )?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&plan)?);
                 return Ok(());

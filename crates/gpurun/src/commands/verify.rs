@@ -130,7 +130,7 @@ fn run_smi(
 /// given, 1 otherwise (the report says why).
 pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<i32> {
     let roots = gpu_roots::resolve(&ctx.global)?;
-    let inv = flow::inventory(&roots)?;
+    let inv = flow::inventory(&roots, Some(&ctx.root.join(flow::CACHE_DIR)))?;
     let selection = gpurun_gpu::devlist::parse(Some(gpus))?;
     let expected: Vec<String> = plan::select_gpus(&inv, &selection)?
         .iter()

@@ -591,10 +591,17 @@ impl Mount {
         let source = m.source().as_ref().ok_or(MountError::NoSource)?;
         let dir_perm = Permissions::from_mode(0o755);
         let src = if is_bind(m) {
-            let src = canonicalize(source).map_err(|err| {
-                tracing::error!("failed to canonicalize {:?}: {}", source, err);
-                err
-            })?;
+            // gpurun patch: an absolute source is used as given (open_tree
+            // resolves it below); only its type matters here. canonicalize
+            // walked every component of every source with readlink.
+            let src = if source.is_absolute() {
+                source.clone()
+            } else {
+                canonicalize(source).map_err(|err| {
+                    tracing::error!("failed to canonicalize {:?}: {}", source, err);
+                    err
+                })?
+            };
 
             if src.is_dir() {
                 existing_or_new_dir(&root, container_dest, &dir_perm)?;
@@ -604,21 +611,23 @@ impl Mount {
                     .ok_or(MountError::Custom("destination has no parent".to_string()))?;
                 existing_or_new_dir(&root, parent, &dir_perm)?;
 
-                match root.create_file(
-                    container_dest,
-                    OpenFlags::O_EXCL
-                        | OpenFlags::O_CREAT
-                        | OpenFlags::O_NOFOLLOW
-                        | OpenFlags::O_CLOEXEC,
-                    &Permissions::from_mode(0o644),
-                ) {
-                    Ok(_) => Ok(()),
-                    // If we get here, the file is already present, so continue.
-                    Err(create_err) => root
-                        .resolve(container_dest)
-                        .map(|_| ())
-                        .map_err(|_| create_err),
-                }?;
+                if make_file_in_root(root.as_fd(), container_dest).is_err() {
+                    match root.create_file(
+                        container_dest,
+                        OpenFlags::O_EXCL
+                            | OpenFlags::O_CREAT
+                            | OpenFlags::O_NOFOLLOW
+                            | OpenFlags::O_CLOEXEC,
+                        &Permissions::from_mode(0o644),
+                    ) {
+                        Ok(_) => Ok(()),
+                        // If we get here, the file is already present, so continue.
+                        Err(create_err) => root
+                            .resolve(container_dest)
+                            .map(|_| ())
+                            .map_err(|_| create_err),
+                    }?;
+                }
             };
 
             src
@@ -627,7 +636,12 @@ impl Mount {
             PathBuf::from(source)
         };
 
-        let dest: OwnedFd = root.resolve(container_dest)?.into();
+        // gpurun patch: one openat2(RESOLVE_IN_ROOT) instead of pathrs'
+        // component-by-component walk; pathrs where that fails.
+        let dest: OwnedFd = match resolve_in_root(root.as_fd(), container_dest) {
+            Ok(fd) => fd,
+            Err(_) => root.resolve(container_dest)?.into(),
+        };
         let dest_fd = dest.as_fd();
 
         // fd-based mount flow:
@@ -1161,6 +1175,39 @@ fn make_dir_in_root(root: BorrowedFd, dest: &Path, mode: u32) -> std::io::Result
         Err(e) => return Err(e.into()),
     }
     expect_dir(&resolve_in_root(root, dest)?)
+}
+
+/// Makes sure `dest` exists inside `root`, creating an empty file (never
+/// following a final symlink) if it does not (gpurun patch).
+fn make_file_in_root(root: BorrowedFd, dest: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    match resolve_in_root(root, dest) {
+        Ok(_) => return Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => return Err(e),
+    }
+    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    let parent = resolve_in_root(root, parent)?;
+    expect_dir(&parent)?;
+    match nix::fcntl::openat(
+        Some(parent.as_raw_fd()),
+        name,
+        nix::fcntl::OFlag::O_CREAT
+            | nix::fcntl::OFlag::O_EXCL
+            | nix::fcntl::OFlag::O_NOFOLLOW
+            | nix::fcntl::OFlag::O_CLOEXEC
+            | nix::fcntl::OFlag::O_WRONLY,
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    ) {
+        Ok(fd) => {
+            let _ = nix::unistd::close(fd);
+            Ok(())
+        }
+        Err(Errno::EEXIST) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// `path` opened with O_PATH, resolved as if `root` were `/`.
