@@ -387,29 +387,29 @@ mod tests {
             .exists());
         assert!(!rootfs.join("usr/lib/firmware").exists());
 
+        // The same contents, the same layer.
+        let again = provide(&rootfs, &spec_mounts, &needed, false, false, &store).unwrap();
+        assert_eq!(again, p);
+        // A SONAME link needs no mount: it is in the layer.
+        let mut linked = needed.clone_entries();
+        linked.push(Needed {
+            destination: "/usr/lib/x86_64-linux-gnu/libcuda.so.535".into(),
+            entry: Entry::Link("libcuda.so.1".into()),
+        });
+        let l = provide(&rootfs, &spec_mounts, &linked, false, false, &store).unwrap();
+        assert_eq!(
+            l.linked,
+            [PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.535")]
+        );
+        assert_ne!(l.overlays, p.overlays, "another layer for other contents");
+
         // A read-only root gets read-only overlays: no upper layer.
-        let p = provide(
-            &rootfs,
-            &spec_mounts,
-            &needed[..1],
-            true,
-            false,
-            &base.join("w2"),
-        )
-        .unwrap();
+        let p = provide(&rootfs, &spec_mounts, &needed[..1], true, false, &store).unwrap();
         let options = p.overlays[0].1.options().clone().unwrap();
         assert_eq!(options.len(), 1, "{options:?}");
 
         // Nothing missing, nothing to do.
-        let p = provide(
-            &rootfs,
-            &spec_mounts,
-            &needed[3..5],
-            false,
-            false,
-            &base.join("w3"),
-        )
-        .unwrap();
+        let p = provide(&rootfs, &spec_mounts, &needed[3..5], false, false, &store).unwrap();
         assert_eq!(p.how, "none needed");
         assert!(p.overlays.is_empty());
         let _ = fs::remove_dir_all(base);
