@@ -3,15 +3,52 @@
 Usage: bench_run.py ROUNDS BUNDLE NAME=COMMAND...
 With BUNDLE "-", each COMMAND already holds `run --bundle DIR`, and only the
 container id is appended. Prints each runtime's median and p90, each ratio to
-the last runtime named (the peer), and each one's peak RSS."""
+the last runtime named (the peer), and each one's peak RSS.
+
+Peak RSS is measured in separate runs under GNU time (`/usr/bin/time -f
+%M`): a process that Python forks or vforks inherits Python's own resident
+set as its high-water mark until it execs, so timing Python's children
+cannot tell it (every runtime would read as Python's ~14 MB). time's own
+child starts from time's small image; its peak covers the runtime and the
+processes it waited for, the container's among them."""
 
 import os
-import resource
 import shlex
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
+
+
+RSS_ROUNDS = 5
+
+
+def run_once(argv, err_path):
+    """Runs argv with stdin and stdout on /dev/null and stderr to a file;
+    returns (exit code, seconds)."""
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 2, err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+    ]
+    start = time.perf_counter()
+    pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=actions)
+    _, status = os.waitpid(pid, 0)
+    elapsed = time.perf_counter() - start
+    return os.waitstatus_to_exitcode(status), elapsed
+
+
+def peak_rss_kib(argv, err_path):
+    """The peak RSS of argv (and what it waited for), from GNU time."""
+    out_path = err_path + ".rss"
+    code, _ = run_once(["/usr/bin/time", "-f", "%M", "-o", out_path] + argv, err_path)
+    if code != 0:
+        with open(err_path) as f:
+            sys.exit(f"{argv[0]} failed under /usr/bin/time ({code}): {f.read()}")
+    with open(out_path) as f:
+        kib = int(f.read().split()[-1])
+    os.unlink(out_path)
+    return kib
 
 
 def main():
@@ -20,33 +57,38 @@ def main():
     runtimes = [arg.split("=", 1) for arg in sys.argv[3:]]
     times = {name: [] for name, _ in runtimes}
     rss = {name: 0 for name, _ in runtimes}
-    for i in range(rounds + 3):
-        for name, command in runtimes:
-            argv = shlex.split(command)
-            if bundle != "-":
-                argv += ["run", "--bundle", bundle]
-            argv.append(f"bench-{name.replace('+', '-')}-{i}")
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            start = time.perf_counter()
-            result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True)
-            elapsed = time.perf_counter() - start
-            if result.returncode != 0:
-                sys.exit(f"{name} run {i} failed ({result.returncode}): {result.stderr.decode()}")
-            if i >= 3:  # warm-up rounds are not counted
-                times[name].append(elapsed * 1000)
-            # ru_maxrss of children: the largest child so far, in KiB.
-            after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            if after > before:
-                rss[name] = max(rss[name], after)
+    err_path = tempfile.mktemp(prefix="bench-run-err-")
+    try:
+        for i in range(rounds + 3):
+            for name, command in runtimes:
+                argv = shlex.split(command)
+                if bundle != "-":
+                    argv += ["run", "--bundle", bundle]
+                argv.append(f"bench-{name.replace('+', '-')}-{i}")
+                code, elapsed = run_once(argv, err_path)
+                if code != 0:
+                    with open(err_path) as f:
+                        sys.exit(f"{name} run {i} failed ({code}): {f.read()}")
+                if i >= 3:  # warm-up rounds are not counted
+                    times[name].append(elapsed * 1000)
+        for i in range(RSS_ROUNDS):
+            for name, command in runtimes:
+                argv = shlex.split(command)
+                if bundle != "-":
+                    argv += ["run", "--bundle", bundle]
+                argv.append(f"rss-{name.replace('+', '-')}-{i}")
+                rss[name] = max(rss[name], peak_rss_kib(argv, err_path))
+    finally:
+        if os.path.exists(err_path):
+            os.unlink(err_path)
     peer = runtimes[-1][0]
     peer_median = statistics.median(times[peer])
     print(f"{'runtime':<24} {'median ms':>10} {'p90 ms':>8} {'ratio':>7} {'peak RSS':>10}")
     for name, _ in runtimes:
         median = statistics.median(times[name])
         p90 = sorted(times[name])[int(len(times[name]) * 0.9) - 1]
-        peak = f"{rss[name] / 1024:.1f} MB" if rss[name] else "(n/a)"
-        print(f"{name:<24} {median:>10.2f} {p90:>8.2f} {median / peer_median:>6.2f}x {peak:>10}")
-    print(f"({rounds} interleaved rounds; ratio is to {peer})")
+        print(f"{name:<24} {median:>10.2f} {p90:>8.2f} {median / peer_median:>6.2f}x {rss[name] / 1024:>7.1f} MB")
+    print(f"({rounds} interleaved rounds; ratio is to {peer}; peak RSS: the runtime and what it waited for)")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 # already be on PATH.
 set -eu
 packages="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev \
-  busybox-static runc uidmap jq strace python3 python3-pip ca-certificates zstd \
+  busybox-static runc uidmap jq strace time python3 python3-pip ca-certificates zstd \
   slurmd slurmctld slurm-client munge umoci skopeo protobuf-compiler \
   containerd docker.io podman fuse-overlayfs slirp4netns"
 missing=""

@@ -29,6 +29,7 @@ pub struct Applied {
     pub device_nodes: usize,
     pub cgroup_rules: usize,
     pub file_mounts: usize,
+    /// Entries added to the image's linker cache.
     pub ldcache_entries: usize,
     /// Why the image's own cache was not used, if it was not.
     pub image_ldcache_problem: Option<String>,
@@ -69,9 +70,10 @@ fn has_user_namespace(spec: &Spec) -> bool {
 
 /// Edits `spec` to carry out `plan`. Files the container needs (the linker
 /// cache, /proc/driver/nvidia copies) are written into `work_dir`, which
-/// only has to outlive the create: they are bind-mounted file by file. The
-/// layers that hold mount points the image lacks are kept, shared, in
-/// `mount_point_store` (see `mount_points`).
+/// only has to outlive the create: they are bind-mounted file by file. What
+/// is the same for many containers (the layers that hold mount points the
+/// image lacks, the merged linker cache of an image) is kept in `shared`,
+/// named by its contents, made once (see `mount_points`).
 /// `on_step` is called after each phase, for the numbered --debug steps:
 /// 2 device nodes, 3 cgroup rules, 4 driver files, 5 linker cache.
 pub fn apply(
@@ -79,7 +81,7 @@ pub fn apply(
     plan: &Plan,
     rootfs: &Path,
     work_dir: &Path,
-    mount_point_store: &Path,
+    shared: &Path,
     on_step: &mut dyn FnMut(u8, &Applied),
 ) -> Result<Applied> {
     let mut applied = Applied::default();
@@ -191,31 +193,35 @@ pub fn apply(
     // injected libraries, written in glibc's format and bind-mounted
     // read-only over /etc/ld.so.cache. The image's file is not touched.
     if !plan.ldcache.is_empty() {
-        let image = match Rootfs::open(rootfs)
+        let mut problem = None;
+        let image_bytes = Rootfs::open(rootfs)
             .and_then(|r| r.read(Path::new("/etc/ld.so.cache"), MAX_IMAGE_LDCACHE))
-        {
-            Ok(bytes) => match ldcache::parse(&bytes) {
-                Ok(entries) => entries,
-                Err(e) => {
-                    applied.image_ldcache_problem = Some(e.to_string());
-                    Vec::new()
-                }
-            },
-            Err(e) => {
-                applied.image_ldcache_problem =
-                    Some(format!("image has no usable /etc/ld.so.cache: {e}"));
+            .unwrap_or_else(|e| {
+                problem = Some(format!("image has no usable /etc/ld.so.cache: {e}"));
                 Vec::new()
-            }
-        };
-        let merged = ldcache::merge(image, &plan.ldcache);
-        let file: PathBuf = work_dir.join("ld.so.cache");
-        fs::write(&file, ldcache::write(&merged)).context("write the container's ld.so.cache")?;
+            });
+        let file = shared_file(
+            &shared.join("ldcache"),
+            &[&image_bytes, &entries_key(&plan.ldcache)],
+            || {
+                let image = match ldcache::parse(&image_bytes) {
+                    Ok(entries) => entries,
+                    Err(e) => {
+                        problem.get_or_insert_with(|| e.to_string());
+                        Vec::new()
+                    }
+                };
+                ldcache::write(&ldcache::merge(image, &plan.ldcache))
+            },
+        )
+        .context("write the container's ld.so.cache")?;
+        applied.image_ldcache_problem = problem;
         mounts.push(bind(
             &file,
             Path::new("/etc/ld.so.cache"),
             &read_only_file_bind(),
         )?);
-        applied.ldcache_entries = merged.len();
+        applied.ldcache_entries = plan.ldcache.len();
     }
     on_step(5, &applied);
 
@@ -278,7 +284,7 @@ pub fn apply(
         &needed,
         read_only_root,
         userns,
-        mount_point_store,
+        &shared.join("mountpoints"),
     )?;
     drop(binds);
     mounts.retain(|m| !provided.linked.contains(m.destination()));
@@ -304,6 +310,47 @@ pub fn apply(
     // Docker's toolkit hook: gpurun has done its work; it must not run.
     applied.hooks_dropped = drop_prestart_hooks(spec, &plan.drop_prestart_hooks);
     Ok(applied)
+}
+
+/// The bytes that identify the injected cache entries.
+fn entries_key(entries: &[ldcache::Entry]) -> Vec<u8> {
+    let mut key = Vec::new();
+    for e in entries {
+        for part in [
+            e.name.as_bytes(),
+            e.path.as_bytes(),
+            &e.flags.to_le_bytes(),
+            &e.hwcap.to_le_bytes(),
+        ] {
+            key.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            key.extend_from_slice(part);
+        }
+    }
+    key
+}
+
+/// A file in `store` named by the SHA-256 of `inputs`, holding what `make`
+/// returns, made only if no container made it before: written under a
+/// temporary name and renamed into place, so a concurrent create finds it
+/// whole or makes its own.
+fn shared_file(
+    store: &Path,
+    inputs: &[&[u8]],
+    make: impl FnOnce() -> Vec<u8>,
+) -> std::io::Result<PathBuf> {
+    let name = mount_points::content_name(inputs);
+    let file = store.join(&name);
+    if file.is_file() {
+        return Ok(file);
+    }
+    let bytes = make();
+    fs::create_dir_all(store)?;
+    let tmp = store.join(format!(".new-{}-{name}", std::process::id()));
+    let written = fs::write(&tmp, &bytes).and_then(|()| fs::rename(&tmp, &file));
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written.map(|()| file)
 }
 
 /// Sets `KEY=VALUE` entries in the container's environment, replacing any

@@ -154,6 +154,14 @@ impl Rootfs {
         })
     }
 
+    /// What `path` is inside the root (a final symlink is not followed).
+    pub fn file_type(&self, path: &Path) -> io::Result<std::fs::FileType> {
+        Ok(self
+            .open_in(path, libc::O_PATH | libc::O_NOFOLLOW)?
+            .metadata()?
+            .file_type())
+    }
+
     /// Whether `path` is a directory inside the rootfs, and where it really
     /// is, as a path from the rootfs root (symlinks resolved in the root).
     pub fn real_dir(&self, path: &Path) -> Option<PathBuf> {

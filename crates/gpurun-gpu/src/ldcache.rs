@@ -21,6 +21,10 @@ pub const FLAG_X86_64_LIBC6: i32 = 0x0303;
 const ENDIAN_LITTLE: u8 = 2;
 /// No real cache comes near this; a bigger count is hostile.
 const MAX_ENTRIES: usize = 1 << 20;
+/// Strings may be shared by many entries, so a small file can name a huge
+/// amount of text (30,000 entries sharing one 4 KiB string): the decoded
+/// strings are bounded too. A real cache decodes to well under 1 MiB.
+const MAX_DECODED_BYTES: usize = 8 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Entry {
@@ -59,18 +63,27 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<Entry>> {
         );
     }
     let mut entries = Vec::with_capacity(nlibs);
+    let mut decoded = 0usize;
     for i in 0..nlibs {
         let at = HEADER_LEN + i * ENTRY_LEN;
         let flags = read_u32(cache, at)? as i32;
         let key = read_u32(cache, at + 4)? as usize;
         let value = read_u32(cache, at + 8)? as usize;
         let hwcap = read_u64(cache, at + 16)?;
-        entries.push(Entry {
+        let entry = Entry {
             name: read_str(cache, key)?,
             path: read_str(cache, value)?,
             flags,
             hwcap,
-        });
+        };
+        decoded += entry.name.len() + entry.path.len();
+        if decoded > MAX_DECODED_BYTES {
+            bail!(
+                "ld.so.cache: its entries name more than {} MiB of text: no real cache does",
+                MAX_DECODED_BYTES >> 20
+            );
+        }
+        entries.push(entry);
     }
     Ok(entries)
 }
@@ -238,6 +251,28 @@ mod tests {
             let entries = parse(&bytes).unwrap();
             assert!(entries.iter().any(|e| e.name == "libc.so.6"));
         }
+    }
+
+    #[test]
+    fn shared_strings_cannot_blow_up_the_output() {
+        // 30,000 entries sharing one 4 KiB name: a 724 KB file that would
+        // decode to 246 MB.
+        let n = 30_000usize;
+        let string_at = HEADER_LEN + n * ENTRY_LEN;
+        let mut bytes = vec![0u8; string_at + 4096];
+        bytes[..MAGIC_NEW.len()].copy_from_slice(MAGIC_NEW);
+        bytes[20..24].copy_from_slice(&(n as u32).to_le_bytes());
+        for i in 0..n {
+            let at = HEADER_LEN + i * ENTRY_LEN;
+            bytes[at..at + 4].copy_from_slice(&FLAG_X86_64_LIBC6.to_le_bytes());
+            bytes[at + 4..at + 8].copy_from_slice(&(string_at as u32).to_le_bytes());
+            bytes[at + 8..at + 12].copy_from_slice(&(string_at as u32).to_le_bytes());
+        }
+        for b in &mut bytes[string_at..string_at + 4095] {
+            *b = b'a';
+        }
+        let err = parse(&bytes).unwrap_err();
+        assert!(err.to_string().contains("MiB of text"), "{err}");
     }
 
     #[test]

@@ -112,7 +112,7 @@ fn escape_layer(path: &Path) -> String {
 }
 
 /// What stands at a destination in a mount-point layer.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Entry {
     /// An empty file to bind a file on.
     File,
@@ -158,8 +158,8 @@ pub fn provide(
         .filter(|n| !covered(&n.destination))
         .filter(|n| {
             rootfs
-                .find(&n.destination, true)
-                .map_or(true, |f| f.meta.file_type().is_symlink())
+                .file_type(&n.destination)
+                .map_or(true, |t| t.is_symlink())
         })
         .collect();
     if missing.is_empty() {
@@ -178,14 +178,18 @@ pub fn provide(
     // Group each missing destination under the nearest directory the image
     // has; a directory inside another group's joins that group.
     let mut groups: BTreeMap<PathBuf, Vec<(PathBuf, Entry)>> = BTreeMap::new();
+    let mut is_real_dir: BTreeMap<PathBuf, bool> = BTreeMap::new();
     for n in missing {
         let mut dir = n
             .destination
             .parent()
             .unwrap_or(Path::new("/"))
             .to_path_buf();
-        while rootfs.real_dir(&dir).as_deref() != Some(dir.as_path()) {
-            if !dir.pop() {
+        loop {
+            let real = *is_real_dir
+                .entry(dir.clone())
+                .or_insert_with(|| rootfs.real_dir(&dir).as_deref() == Some(dir.as_path()));
+            if real || !dir.pop() {
                 break;
             }
         }
@@ -265,19 +269,39 @@ pub fn provide(
     Ok(provided)
 }
 
+/// A name for contents made of `parts`: their SHA-256, in hex.
+pub fn content_name(parts: &[&[u8]]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The layer holding `entries` in `store`, made if no container made it
 /// before: built under a temporary name and renamed into place, so a
 /// concurrent create either finds it whole or makes its own.
 fn mount_point_layer(store: &Path, entries: &[(PathBuf, Entry)]) -> Result<PathBuf> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    entries.hash(&mut h);
-    let layer = store.join(format!("{:016x}", h.finish()));
+    use std::os::unix::ffi::OsStrExt;
+    let mut described: Vec<Vec<u8>> = Vec::new();
+    for (rel, entry) in entries {
+        described.push(rel.as_os_str().as_bytes().to_vec());
+        described.push(match entry {
+            Entry::File => b"f".to_vec(),
+            Entry::Dir => b"d".to_vec(),
+            Entry::Link(target) => [b"l".as_slice(), target.as_os_str().as_bytes()].concat(),
+        });
+    }
+    let parts: Vec<&[u8]> = described.iter().map(Vec::as_slice).collect();
+    let name = content_name(&parts);
+    let layer = store.join(&name);
     if layer.is_dir() {
         return Ok(layer);
     }
     fs::create_dir_all(store).with_context(|| format!("create {}", store.display()))?;
-    let tmp = store.join(format!(".new-{}-{:016x}", std::process::id(), h.finish()));
+    let tmp = store.join(format!(".new-{}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     let built = (|| -> std::io::Result<()> {
         fs::create_dir(&tmp)?;

@@ -415,9 +415,13 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
             else {
                 continue;
             };
+            // An existing directory in one openat2; a missing one (made
+            // in a private overlay) component by component.
             let real = real_parents.entry(parent.to_path_buf()).or_insert_with(|| {
-                root.resolve(parent)
-                    .map_or_else(|_| parent.to_path_buf(), |(p, _)| p)
+                root.real_dir(parent).unwrap_or_else(|| {
+                    root.resolve(parent)
+                        .map_or_else(|_| parent.to_path_buf(), |(p, _)| p)
+                })
             });
             m.destination = real.join(name);
         }

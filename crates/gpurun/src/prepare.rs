@@ -246,7 +246,7 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
         caps.join(","),
         plan.driver_version
     );
-    let store = opts.root.join(flow::CACHE_DIR).join("mountpoints");
+    let store = opts.root.join(flow::CACHE_DIR);
     let applied = apply::apply(
         spec,
         &plan,
@@ -264,7 +264,7 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
                 tracing::debug!(target: "gpurun::steps", "4/9 driver files mounted: {} read-only binds", a.file_mounts)
             }
             _ => {
-                tracing::debug!(target: "gpurun::steps", "5/9 linker cache written: {} entries", a.ldcache_entries)
+                tracing::debug!(target: "gpurun::steps", "5/9 linker cache written: {} entries added", a.ldcache_entries)
             }
         },
     )?;

@@ -590,6 +590,7 @@ impl Mount {
 
         let source = m.source().as_ref().ok_or(MountError::NoSource)?;
         let dir_perm = Permissions::from_mode(0o755);
+        let mut resolved_dest: Option<OwnedFd> = None;
         let src = if is_bind(m) {
             // gpurun patch: an absolute source is used as given (open_tree
             // resolves it below); only its type matters here. canonicalize
@@ -605,6 +606,10 @@ impl Mount {
 
             if src.is_dir() {
                 existing_or_new_dir(&root, container_dest, &dir_perm)?;
+            } else if let Ok(existing) = resolve_in_root(root.as_fd(), container_dest) {
+                // gpurun patch: a mount point that is already there (the
+                // usual case) needs no walk to its parent.
+                resolved_dest = Some(existing);
             } else {
                 let parent = container_dest
                     .parent()
@@ -638,9 +643,12 @@ impl Mount {
 
         // gpurun patch: one openat2(RESOLVE_IN_ROOT) instead of pathrs'
         // component-by-component walk; pathrs where that fails.
-        let dest: OwnedFd = match resolve_in_root(root.as_fd(), container_dest) {
-            Ok(fd) => fd,
-            Err(_) => root.resolve(container_dest)?.into(),
+        let dest: OwnedFd = match resolved_dest {
+            Some(fd) => fd,
+            None => match resolve_in_root(root.as_fd(), container_dest) {
+                Ok(fd) => fd,
+                Err(_) => root.resolve(container_dest)?.into(),
+            },
         };
         let dest_fd = dest.as_fd();
 
@@ -1053,8 +1061,9 @@ pub const PRIVATE_UPPER: &str = "x-gpurun-private";
 /// `upperdir=x-gpurun-private` gives the overlay an upper layer on a tmpfs
 /// of its own that is mounted nowhere: what the container writes there is
 /// charged to its memory cgroup and goes away with its mount namespace,
-/// with nothing on the host to clean up. The returned descriptor holds that
-/// tmpfs until the overlay is made.
+/// with nothing on the host to clean up. Every such overlay of a container
+/// has its own directories on one such tmpfs. The returned descriptor holds
+/// that tmpfs until the overlay is made.
 fn gpurun_overlay_layers(
     data: &mut Vec<String>,
     dest: BorrowedFd,
@@ -1082,18 +1091,52 @@ fn gpurun_overlay_layers(
     if !private_upper {
         return Ok(None);
     }
-    let tmpfs = detached_tmpfs().map_err(|e| {
+    let (tmpfs, n) = private_tmpfs().map_err(|e| {
         tracing::error!("private overlay upper layer: {e}");
         SyscallError::Nix(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
     })?;
-    let base = format!("/proc/self/fd/{}", tmpfs.as_raw_fd());
+    let base = format!("/proc/self/fd/{}/{n}", tmpfs.as_raw_fd());
     data.retain(|o| !o.starts_with("upperdir=") && !o.starts_with("workdir="));
     data.push(format!("upperdir={base}/upper"));
     data.push(format!("workdir={base}/work"));
     Ok(Some(tmpfs))
 }
 
-/// A tmpfs mounted nowhere (fsopen + fsmount), holding `upper` and `work`.
+thread_local! {
+    /// The container's one private tmpfs for overlay upper layers, and how
+    /// many layers it holds: every overlay of a container shares it (a new
+    /// superblock per overlay costs more than the overlay).
+    static PRIVATE_TMPFS: std::cell::RefCell<Option<(OwnedFd, u32)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The private tmpfs and a fresh `N/upper` and `N/work` in it.
+fn private_tmpfs() -> std::io::Result<(OwnedFd, u32)> {
+    use std::os::fd::AsRawFd;
+    PRIVATE_TMPFS.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if cell.is_none() {
+            *cell = Some((detached_tmpfs()?, 0));
+        }
+        let (fd, count) = cell.as_mut().expect("set above");
+        let n = *count;
+        *count += 1;
+        let dir = std::ffi::CString::new(n.to_string()).expect("digits");
+        // SAFETY: mkdirat on a descriptor we own, with NUL-terminated names.
+        unsafe {
+            for path in [dir.clone(), std::ffi::CString::new(format!("{n}/upper")).expect("digits"),
+                std::ffi::CString::new(format!("{n}/work")).expect("digits")]
+            {
+                if libc::mkdirat(fd.as_raw_fd(), path.as_ptr(), 0o755) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+        }
+        Ok((fd.try_clone()?, n))
+    })
+}
+
+/// A tmpfs mounted nowhere (fsopen + fsmount).
 fn detached_tmpfs() -> std::io::Result<OwnedFd> {
     use std::os::fd::{AsRawFd, FromRawFd};
     let check = |rc: libc::c_long| {
@@ -1127,16 +1170,12 @@ fn detached_tmpfs() -> std::io::Result<OwnedFd> {
             std::ptr::null::<libc::c_void>(),
             0,
         ))?;
-        let mnt = OwnedFd::from_raw_fd(check(libc::syscall(
+        Ok(OwnedFd::from_raw_fd(check(libc::syscall(
             libc::SYS_fsmount,
             fs.as_raw_fd(),
             libc::FSMOUNT_CLOEXEC,
             0,
-        ))?);
-        for dir in [c"upper", c"work"] {
-            check(libc::mkdirat(mnt.as_raw_fd(), dir.as_ptr(), 0o755) as libc::c_long)?;
-        }
-        Ok(mnt)
+        ))?))
     }
 }
 
