@@ -5,21 +5,31 @@
 #   runc+cdi+ldconfig runc with the same mounts and devices written into
 #                     config.json plus a createContainer hook running
 #                     ldconfig (the CDI-mode toolkit's cost)
-# Prints medians, ratios to the last runtime, and gpurun's peak RSS.
+# Prints medians, ratios to the last runtime and peak RSS, then step 1's
+# cost with a cold and with a kept driver cache (scripts/bench_costs.py).
+# GPURUN_BIN=... uses that binary instead of building one;
+# GPURUN_REAL_DRIVER=1 uses the host's own driver instead of a fake host.
 # Usage: scripts/bench-gpu.sh [ROUNDS]   (default 100)
 set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-100}
 sh scripts/install-deps.sh
-cargo build --locked --release -p gpurun >/dev/null 2>&1
-g="$PWD/target/release/gpurun"
+g=${GPURUN_BIN:-}
+if [ -z "$g" ]; then
+  cargo build --locked --release -p gpurun >/dev/null 2>&1
+  g="$PWD/target/release/gpurun"
+fi
 work=$(mktemp -d)
 # State on tmpfs, where both runtimes keep it by default (/run/gpurun,
 # /run/runc); bundles stay on disk.
 state=$(mktemp -d -p /run)
 trap 'rm -rf "$work" "$state"' EXIT
-sh scripts/gpu-fixtures.sh "$work/fx"
-roots="--driver-root $work/fx/host/driver --dev-root $work/fx/host --proc-root $work/fx/host/proc"
+if [ "${GPURUN_REAL_DRIVER:-0}" = 1 ]; then
+  roots=""
+else
+  sh scripts/gpu-fixtures.sh "$work/fx"
+  roots=$(cat "$work/fx/host/flags")
+fi
 for b in plain gpu runc; do
   mkdir -p "$work/$b"
   sh scripts/glibc-rootfs.sh "$work/$b/rootfs"
@@ -42,3 +52,5 @@ python3 "$OLDPWD/scripts/bench_run.py" "$rounds" - \
   "gpurun=$g --root $state/s1 run --bundle $work/plain" \
   "gpurun+gpu=$g $roots --root $state/s2 run --bundle $work/gpu" \
   "runc+cdi+ldconfig=runc --root $state/s3 run --bundle $work/runc"
+cd "$OLDPWD"
+python3 scripts/bench_costs.py "$rounds" "$g" "$work/gpu" -- $roots
