@@ -1,10 +1,14 @@
 //! The workload executor: libcontainer's default, after undoing what the
 //! runtime process did to itself that must not leak into the container.
 
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
+use std::sync::OnceLock;
 
 use libcontainer::oci_spec::runtime::Spec;
-use libcontainer::workload::{Executor, ExecutorError, ExecutorValidationError};
+use libcontainer::workload::{
+    Executor, ExecutorError, ExecutorSetEnvsError, ExecutorValidationError,
+};
 use nix::sys::signal::{SigSet, SigmaskHow};
 
 #[derive(Clone, Default)]
@@ -49,10 +53,22 @@ impl Executor for GpurunExecutor {
             .map(|a| CString::new(a.as_bytes()))
             .collect::<Result<_, _>>()
             .map_err(|_| ExecutorError::InvalidArg)?;
-        let errno = match nix::unistd::execvp(&c_args[0], &c_args) {
-            Err(errno) => errno,
-            Ok(never) => match never {},
-        };
+        let spec_env = spec_env(spec);
+        let env = ENVIRONMENT
+            .get()
+            .cloned()
+            .unwrap_or_else(|| environment(spec_env, &HashMap::new()));
+        let envp: Vec<CString> = env
+            .iter()
+            .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok())
+            .collect();
+        let path = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or(DEFAULT_PATH);
+        let errno = exec_in_path(program, path, &c_args, &envp);
         // A program that cannot start (a missing loader or interpreter, no
         // such file, no permission) gets runc's kind of line on the
         // container's stderr, where its user looks, and in the log.
@@ -61,11 +77,108 @@ impl Executor for GpurunExecutor {
         Err(ExecutorError::Execution(line.into()))
     }
 
+    /// The environment is kept, not set into this process: glibc's setenv
+    /// scans the whole environment on every call, so a spec with a million
+    /// variables took minutes (quadratic). exec passes it as envp.
+    fn setup_envs(&self, envs: HashMap<String, String>) -> Result<(), ExecutorSetEnvsError> {
+        let order = SPEC_ENV.get().map(Vec::as_slice).unwrap_or_default();
+        let _ = ENVIRONMENT.set(environment(order, &envs));
+        Ok(())
+    }
+
     fn validate(&self, spec: &Spec) -> Result<(), ExecutorValidationError> {
+        // Remembered for the order of the environment (see setup_envs).
+        let _ = SPEC_ENV.set(spec_env(spec).to_vec());
         if is_stand_in(spec) {
             return Ok(());
         }
         libcontainer::workload::default::get_executor().validate(spec)
+    }
+}
+
+/// The spec's environment, seen by `validate` (init calls it first).
+static SPEC_ENV: OnceLock<Vec<String>> = OnceLock::new();
+/// The container's environment, from `setup_envs`.
+static ENVIRONMENT: OnceLock<Vec<(String, String)>> = OnceLock::new();
+/// execvp's search path when the container sets none.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+fn spec_env(spec: &Spec) -> &[String] {
+    spec.process()
+        .as_ref()
+        .and_then(|p| p.env().as_deref())
+        .unwrap_or_default()
+}
+
+/// The environment in the spec's order (a repeated name keeps its first
+/// place and, as in the spec, its last value), then what init added (HOME,
+/// LISTEN_FDS) in name order. `values` (init's map) wins where given.
+fn environment(spec: &[String], values: &HashMap<String, String>) -> Vec<(String, String)> {
+    let mut last: HashMap<&str, &str> = HashMap::with_capacity(spec.len());
+    let mut order: Vec<&str> = Vec::with_capacity(spec.len());
+    for entry in spec {
+        let (key, value) = entry.split_once('=').unwrap_or((entry, ""));
+        if last.insert(key, value).is_none() {
+            order.push(key);
+        }
+    }
+    let from_spec: HashSet<&str> = order.iter().copied().collect();
+    let pick = |key: &str| {
+        values
+            .get(key)
+            .cloned()
+            .or_else(|| last.get(key).map(|v| v.to_string()))
+    };
+    let mut out: Vec<(String, String)> = Vec::with_capacity(order.len() + 4);
+    for key in &order {
+        if values.is_empty() || values.contains_key(*key) {
+            if let Some(value) = pick(key) {
+                out.push((key.to_string(), value));
+            }
+        }
+    }
+    let mut added: Vec<&String> = values
+        .keys()
+        .filter(|k| !from_spec.contains(k.as_str()))
+        .collect();
+    added.sort();
+    out.extend(added.into_iter().map(|k| (k.clone(), values[k].clone())));
+    out
+}
+
+/// execvp's search with an explicit environment: `program` itself if it
+/// names a path, else each directory of `path` in turn. Returns the error
+/// that stopped it (execve only returns on failure).
+fn exec_in_path(
+    program: &str,
+    path: &str,
+    args: &[CString],
+    envp: &[CString],
+) -> nix::errno::Errno {
+    use nix::errno::Errno;
+    let attempt = |file: &str| match CString::new(file) {
+        Ok(file) => match nix::unistd::execve(&file, args, envp) {
+            Err(errno) => errno,
+            Ok(never) => match never {},
+        },
+        Err(_) => Errno::EINVAL,
+    };
+    if program.contains('/') {
+        return attempt(program);
+    }
+    let mut denied = false;
+    for dir in path.split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        match attempt(&format!("{dir}/{program}")) {
+            Errno::ENOENT | Errno::ENOTDIR | Errno::ESTALE | Errno::ENODEV | Errno::ETIMEDOUT => {}
+            Errno::EACCES => denied = true,
+            other => return other,
+        }
+    }
+    if denied {
+        Errno::EACCES
+    } else {
+        Errno::ENOENT
     }
 }
 
@@ -99,6 +212,24 @@ fn reset_signal_dispositions() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_keeps_the_specs_order_and_init_wins() {
+        let spec: Vec<String> = ["PATH=/bin", "A=1", "B=2", "A=3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut values: HashMap<String, String> =
+            [("PATH", "/bin"), ("A", "3"), ("B", "2"), ("HOME", "/root")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        let env = environment(&spec, &values);
+        let names: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(names, ["PATH=/bin", "A=3", "B=2", "HOME=/root"]);
+        values.clear();
+        assert_eq!(environment(&spec, &values).len(), 3);
+    }
 
     #[test]
     fn exec_failures_read_as_runc_prints_them() {

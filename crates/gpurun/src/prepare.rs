@@ -160,6 +160,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         prepared.no_process = true;
     }
     check_process_cwd(&spec, &rootfs)?;
+    bind_sources_from_the_bundle(&mut spec, &prepared.user_bundle);
     resolve_mount_destinations(&mut spec, &rootfs)?;
     if let Some(root) = spec.root_mut().as_mut() {
         root.set_path(rootfs);
@@ -173,6 +174,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         .unwrap_or_default();
     apply_gpu(&mut spec, opts, &rootfs, &prepared.dir)?;
     apply_rootless(&mut spec)?;
+    check_devices_can_be_opened(&spec)?;
 
     let config = prepared.dir.join("config.json");
     let file = fs::File::create(&config).with_context(|| format!("write {}", config.display()))?;
@@ -299,6 +301,29 @@ fn check_process_cwd(spec: &Spec, rootfs: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A relative bind source is relative to the bundle, as the runtime spec
+/// says (and runc does), never to whatever directory gpurun was started in.
+fn bind_sources_from_the_bundle(spec: &mut Spec, bundle: &Path) {
+    let Some(mounts) = spec.mounts_mut().as_mut() else {
+        return;
+    };
+    for mount in mounts.iter_mut() {
+        let is_bind = mount.typ().as_deref() == Some("bind")
+            || mount
+                .options()
+                .iter()
+                .flatten()
+                .any(|o| o == "bind" || o == "rbind");
+        match mount.source() {
+            Some(source) if is_bind && source.is_relative() => {
+                let absolute = bundle.join(source);
+                mount.set_source(Some(absolute));
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Mount destinations are resolved inside the rootfs here, as runc's
 /// securejoin does: a symlink in the image (even a dangling one, such as
 /// /etc/resolv.conf -> ../run/systemd/resolve/stub-resolv.conf) is followed
@@ -363,6 +388,44 @@ fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {
         opts.global.systemd_cgroup,
     )?;
     linux.set_cgroups_path(Some(path));
+    Ok(())
+}
+
+/// Without host root, a container's device nodes are the host's, bound in:
+/// one its user cannot open would start a container whose device fails on
+/// every open. Say so, naming the device, before anything is made.
+fn check_devices_can_be_opened(spec: &Spec) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    if crate::host_root::is_host_root() {
+        return Ok(());
+    }
+    let mut nodes: Vec<PathBuf> = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.devices().as_ref())
+        .map(|d| d.iter().map(|d| d.path().clone()).collect())
+        .unwrap_or_default();
+    nodes.extend(
+        spec.mounts()
+            .iter()
+            .flatten()
+            .filter_map(|m| m.source().clone())
+            .filter(|s| {
+                fs::metadata(s).is_ok_and(|m| {
+                    m.file_type().is_char_device() || m.file_type().is_block_device()
+                })
+            }),
+    );
+    for node in nodes {
+        let flags = nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK;
+        if let Err(e) = nix::unistd::access(&node, flags) {
+            bail!(
+                "device {}: uid {} cannot open it ({e}): ask the administrator to make it accessible (mode 0666 or a group of yours), or leave it out of the container",
+                node.display(),
+                nix::unistd::getuid()
+            );
+        }
+    }
     Ok(())
 }
 

@@ -356,16 +356,35 @@ fn mount_console(syscall: &dyn Syscall, slave: &OwnedFd, console_path: &Path) ->
     // O_NOFOLLOW: prevent symlink attacks (CVE-2025-52565)
     // O_CLOEXEC: close on exec
     // Ref: https://github.com/opencontainers/runc/blob/v1.4.0/libcontainer/rootfs_linux.go
-    OpenOptions::new()
-        .create(true)
+    // gpurun patch: an existing /dev/console is never opened (a FIFO there
+    // would block the open forever, a device node's open can have effects):
+    // it is made if missing, else only looked at, and must be a regular
+    // file or a character device to be mounted over.
+    match OpenOptions::new()
+        .create_new(true)
         .write(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .mode(0o666)
         .open(console_path)
-        .map_err(|err| {
+    {
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            use std::os::unix::fs::FileTypeExt;
+            let kind = std::fs::symlink_metadata(console_path)
+                .map_err(|source| TTYError::CreateDevConsole { source })?
+                .file_type();
+            if !(kind.is_file() || kind.is_char_device()) {
+                tracing::error!("{} is neither a file nor a character device", console_path.display());
+                return Err(TTYError::CreateDevConsole {
+                    source: std::io::Error::from_raw_os_error(libc::EINVAL),
+                });
+            }
+        }
+        Err(err) => {
             tracing::error!(?err, "failed to create {}", console_path.display());
-            TTYError::CreateDevConsole { source: err }
-        })?;
+            return Err(TTYError::CreateDevConsole { source: err });
+        }
+    }
 
     // Bind mount the PTY slave onto /dev/console using FD-based mounting.
     // This avoids path resolution vulnerabilities (CVE-2025-52565).

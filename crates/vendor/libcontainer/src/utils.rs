@@ -151,15 +151,23 @@ pub fn get_user_home(uid: u32) -> Option<PathBuf> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     const MAX_PASSWD_BYTES: u64 = 4 << 20;
-    let file = fs::OpenOptions::new()
+    use std::os::fd::AsRawFd;
+    // Looked at before it is opened for reading: a FIFO or a device node
+    // in the image's place is never opened.
+    let handle = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_PATH)
         .open("/etc/passwd")
         .ok()?;
-    let meta = file.metadata().ok()?;
+    let meta = handle.metadata().ok()?;
     if !meta.is_file() || meta.len() > MAX_PASSWD_BYTES {
         return None;
     }
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        .ok()?;
     let mut text = Vec::new();
     file.take(MAX_PASSWD_BYTES).read_to_end(&mut text).ok()?;
     home_from_passwd(&text, uid)

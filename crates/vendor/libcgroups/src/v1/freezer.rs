@@ -32,7 +32,7 @@ impl Controller for Freezer {
         std::fs::create_dir_all(cgroup_root).wrap_create_dir(cgroup_root)?;
 
         if let Some(freezer_state) = Self::needs_to_handle(controller_opt) {
-            Self::apply(freezer_state, cgroup_root)?;
+            Self::set_state(freezer_state, cgroup_root)?;
         }
 
         Ok(())
@@ -44,7 +44,8 @@ impl Controller for Freezer {
 }
 
 impl Freezer {
-    fn apply(
+    /// Sets the state of an existing freezer cgroup; never makes one.
+    pub(crate) fn set_state(
         freezer_state: &FreezerState,
         cgroup_root: &Path,
     ) -> Result<(), V1FreezerControllerError> {
@@ -145,7 +146,7 @@ mod tests {
         // set Frozen state.
         {
             let freezer_state = FreezerState::Frozen;
-            Freezer::apply(&freezer_state, tmp.path()).expect("Set freezer state");
+            Freezer::set_state(&freezer_state, tmp.path()).expect("Set freezer state");
 
             let state_content = std::fs::read_to_string(tmp.path().join(CGROUP_FREEZER_STATE))
                 .expect("Read to string");
@@ -155,7 +156,7 @@ mod tests {
         // set Thawed state.
         {
             let freezer_state = FreezerState::Thawed;
-            Freezer::apply(&freezer_state, tmp.path()).expect("Set freezer state");
+            Freezer::set_state(&freezer_state, tmp.path()).expect("Set freezer state");
 
             let state_content = std::fs::read_to_string(tmp.path().join(CGROUP_FREEZER_STATE))
                 .expect("Read to string");
@@ -167,7 +168,7 @@ mod tests {
             let old_state_content = std::fs::read_to_string(tmp.path().join(CGROUP_FREEZER_STATE))
                 .expect("Read to string");
             let freezer_state = FreezerState::Undefined;
-            Freezer::apply(&freezer_state, tmp.path()).expect("Set freezer state");
+            Freezer::set_state(&freezer_state, tmp.path()).expect("Set freezer state");
 
             let state_content = std::fs::read_to_string(tmp.path().join(CGROUP_FREEZER_STATE))
                 .expect("Read to string");

@@ -306,18 +306,15 @@ impl CgroupManager for Manager {
     }
 
     fn freeze(&self, state: FreezerState) -> Result<(), Self::Error> {
-        let controller_opt = ControllerOpt {
-            resources: &Default::default(),
-            freezer_state: Some(state),
-            oom_score_adj: None,
-            disable_oom_killer: false,
-        };
-        Ok(Freezer::apply(
-            &controller_opt,
-            self.subsystems
-                .get(&CtrlType::Freezer)
-                .ok_or(V1ManagerError::SubsystemDoesNotExist)?,
-        )?)
+        let path = self
+            .subsystems
+            .get(&CtrlType::Freezer)
+            .ok_or(V1ManagerError::SubsystemDoesNotExist)?;
+        // gpurun patch: freezing or thawing a cgroup that is gone (a delete
+        // ran meanwhile) must not make it again: Freezer::apply creates its
+        // directory, which was then left behind, empty. Only the state file
+        // of an existing cgroup is written.
+        Ok(Freezer::set_state(&state, path)?)
     }
 
     fn stats(&self) -> Result<Stats, Self::Error> {

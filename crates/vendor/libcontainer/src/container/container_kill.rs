@@ -41,7 +41,9 @@ impl Container {
                 return Err(LibcontainerError::IncorrectStatus(self.status()));
             }
         }
-        self.set_status(ContainerStatus::Stopped).save()?;
+        // gpurun patch: no state is written here. The status follows from
+        // the process (refresh_status), and a kill beside a delete wrote
+        // the state file again after delete had emptied the directory.
         Ok(())
     }
 

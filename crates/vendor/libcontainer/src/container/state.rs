@@ -159,9 +159,14 @@ impl State {
         }
     }
 
+    /// Writes the state to a temporary file beside it and renames it into
+    /// place (gpurun patch): a reader (`delete` beside a `start`) saw the
+    /// file truncated and half written, failed to parse it, and left the
+    /// container behind.
     #[instrument(level = "trace")]
     pub fn save(&self, container_root: &Path) -> Result<()> {
-        let state_file_path = Self::file_path(container_root);
+        let final_path = Self::file_path(container_root);
+        let state_file_path = container_root.join(format!("state.json.tmp-{}", std::process::id()));
         let file = fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -200,6 +205,15 @@ impl State {
             );
             StateError::WriteStateFile {
                 state_file_path: state_file_path.to_owned(),
+                source: err,
+            }
+        })?;
+        drop(writer);
+        fs::rename(&state_file_path, &final_path).map_err(|err| {
+            let _ = fs::remove_file(&state_file_path);
+            tracing::error!(?final_path, %err, "failed to replace container state file");
+            StateError::WriteStateFile {
+                state_file_path: final_path.to_owned(),
                 source: err,
             }
         })?;

@@ -244,6 +244,12 @@ impl Mount {
     #[cfg(feature = "v1")]
     fn mount_cgroup_v1(&self, cgroup_mount: &SpecMount, options: &MountOptions) -> Result<()> {
         tracing::debug!("mounting cgroup v1 filesystem");
+        // gpurun patch: the cgroup mount's `ro` holds for every subsystem
+        // and the tmpfs they sit in (runc does the same); without it a
+        // container could raise its own limits.
+        let read_only = parse_mount(cgroup_mount)?
+            .flags
+            .contains(MsFlags::MS_RDONLY);
         // create tmpfs into which the cgroup subsystems will be mounted
         let tmpfs = SpecMountBuilder::default()
             .source("tmpfs")
@@ -331,6 +337,7 @@ impl Mount {
                         options,
                         subsystem_name,
                         subsystem_name == "systemd",
+                        read_only,
                     )?;
                 } else {
                     self.setup_emulated_subsystem(
@@ -340,6 +347,7 @@ impl Mount {
                         subsystem_name == "systemd",
                         host_mount,
                         &process_cgroups,
+                        read_only,
                     )?;
                 }
 
@@ -347,6 +355,25 @@ impl Mount {
             } else {
                 tracing::warn!("could not get subsystem name from {:?}", host_mount);
             }
+        }
+
+        if read_only {
+            nix::mount::mount(
+                None::<&str>,
+                &cgroup_root,
+                None::<&str>,
+                MsFlags::MS_REMOUNT
+                    | MsFlags::MS_BIND
+                    | MsFlags::MS_RDONLY
+                    | MsFlags::MS_NOSUID
+                    | MsFlags::MS_NODEV
+                    | MsFlags::MS_NOEXEC,
+                None::<&str>,
+            )
+            .map_err(|err| {
+                tracing::error!("failed to remount the cgroup tmpfs read-only: {}", err);
+                MountError::Other(err.into())
+            })?;
         }
 
         Ok(())
@@ -361,6 +388,7 @@ impl Mount {
         options: &MountOptions,
         subsystem_name: &str,
         named: bool,
+        read_only: bool,
     ) -> Result<()> {
         tracing::debug!(
             "Mounting (namespaced) {:?} cgroup subsystem",
@@ -388,8 +416,12 @@ impl Mount {
             subsystem_name.into()
         };
 
+        let mut flags = MsFlags::MS_NOEXEC | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+        if read_only {
+            flags |= MsFlags::MS_RDONLY;
+        }
         let mount_options_config = MountOptionConfig {
-            flags: MsFlags::MS_NOEXEC | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            flags,
             data: vec![data.into_owned()],
             rec_attr: None,
         };
@@ -415,6 +447,7 @@ impl Mount {
         named: bool,
         host_mount: &Path,
         process_cgroups: &HashMap<String, String>,
+        read_only: bool,
     ) -> Result<()> {
         tracing::debug!("Mounting (emulated) {:?} cgroup subsystem", subsystem_name);
         let named_hierarchy: Cow<str> = if named {
@@ -450,10 +483,16 @@ impl Mount {
                 )
                 .typ("bind")
                 .options(
-                    ["rw", "rbind"]
-                        .iter()
-                        .map(|o| o.to_string())
-                        .collect::<Vec<String>>(),
+                    [
+                        if read_only { "ro" } else { "rw" },
+                        "rbind",
+                        "nosuid",
+                        "nodev",
+                        "noexec",
+                    ]
+                    .iter()
+                    .map(|o| o.to_string())
+                    .collect::<Vec<String>>(),
                 )
                 .build()?;
             tracing::debug!("Mounting emulated cgroup subsystem: {:?}", emulated);

@@ -234,6 +234,31 @@ pub fn container_init_process(
                 })?;
         }
 
+        // gpurun patch: a read-only /dev is mounted writable so that the
+        // device nodes and /dev/console can be made in it, then made
+        // read-only here, as runc does; it was left writable.
+        let dev_read_only = ctx.spec.mounts().iter().flatten().any(|m| {
+            m.destination() == Path::new("/dev")
+                && m.options().iter().flatten().any(|o| o == "ro")
+        });
+        if dev_read_only {
+            ctx.syscall
+                .mount(
+                    None,
+                    Path::new("/dev"),
+                    None,
+                    MsFlags::MS_RDONLY
+                        | MsFlags::MS_REMOUNT
+                        | MsFlags::MS_BIND
+                        | MsFlags::MS_NOSUID,
+                    None,
+                )
+                .map_err(|err| {
+                    tracing::error!(?err, "failed to remount /dev read-only");
+                    InitProcessError::SyscallOther(err)
+                })?;
+        }
+
         if let Some(paths) = ctx.linux.readonly_paths() {
             // mount readonly path
             for path in paths {

@@ -1,0 +1,208 @@
+//! Defects found by independent suites and hostile images, each with the
+//! behaviour that must hold now: mount options take effect (a container
+//! cannot raise its own limits), relative sources are the bundle's, files
+//! read from an image are looked at before they are opened, environment
+//! setup is linear, no freezer cgroup outlives its container, and a device
+//! a rootless user cannot open is named before anything starts.
+
+use std::fs;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gpurun_tests::*;
+use serde_json::json;
+
+fn mkfifo(path: &std::path::Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+/// runc mounts the cgroup hierarchy read-only when the spec says `ro`
+/// (`gpurun spec` writes it): on cgroup v1 every subsystem was mounted
+/// read-write, and a container raised its own pids.max. A read-only /dev
+/// tmpfs was left writable too.
+#[test]
+fn read_only_cgroup_and_dev_mounts_are_read_only() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        c["linux"]["resources"]["pids"] = json!({"limit": 50});
+        for m in c["mounts"].as_array_mut().unwrap() {
+            if m["destination"] == "/dev" {
+                m["options"].as_array_mut().unwrap().push(json!("ro"));
+            }
+        }
+    });
+    assert!(bundle.config()["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["destination"] == "/sys/fs/cgroup"
+            && m["options"].as_array().unwrap().contains(&json!("ro"))));
+    bundle.set_args(&[
+        "sh",
+        "-c",
+        "for f in /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max; do \
+           [ -e $f ] && { echo 77 > $f 2>/dev/null && echo raised; cat $f; }; done; \
+         touch /sys/fs/cgroup/newfile 2>/dev/null && echo cgroup-tmpfs-writable; \
+         touch /dev/newfile 2>/dev/null && echo dev-writable; \
+         [ -c /dev/null ] && echo has-null",
+    ]);
+    let id = unique("ro");
+    let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(!lines.contains(&"raised"), "{lines:?}");
+    assert!(lines.contains(&"50"), "{lines:?}");
+    assert!(!lines.contains(&"cgroup-tmpfs-writable"), "{lines:?}");
+    assert!(!lines.contains(&"dev-writable"), "{lines:?}");
+    assert!(lines.contains(&"has-null"), "{lines:?}");
+}
+
+/// The runtime spec: a relative mount source is relative to the bundle.
+/// It resolved against the caller's working directory, where a `data`
+/// symlink to /dev gave the container the host's /dev.
+#[test]
+fn relative_bind_sources_are_the_bundles_not_the_callers() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    fs::create_dir(bundle.dir.join("data")).unwrap();
+    fs::write(bundle.dir.join("data/from-the-bundle"), "").unwrap();
+    let elsewhere = Scratch::new("cwd");
+    std::os::unix::fs::symlink("/dev", elsewhere.path().join("data")).unwrap();
+    bundle.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/data", "type": "bind", "source": "data", "options": ["rbind", "ro"]
+        }))
+    });
+    bundle.set_args(&["ls", "/data"]);
+    let id = unique("relsrc");
+    let mut cmd = rt.command(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    cmd.current_dir(elsewhere.path());
+    let out = run_cmd(&mut cmd, TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "from-the-bundle");
+}
+
+/// Files gpurun reads from an image are looked at before they are opened:
+/// a FIFO as /etc/ld.so.cache hung a GPU create forever with the id
+/// locked; as /etc/passwd it hung the container's init.
+#[test]
+fn fifos_in_the_image_hang_nothing() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    let rt = Runtime::new();
+    let bundle = Bundle::glibc(None);
+    let etc = bundle.rootfs().join("etc");
+    fs::remove_file(etc.join("ld.so.cache")).unwrap();
+    mkfifo(&etc.join("ld.so.cache"));
+    fs::remove_file(etc.join("passwd")).unwrap();
+    mkfifo(&etc.join("passwd"));
+    bundle.set_process(
+        &["sh", "-c", "nvidia-smi >/dev/null 2>&1; echo smi=$?"],
+        &["NVIDIA_VISIBLE_DEVICES=0"],
+    );
+    let start = Instant::now();
+    let out = rt.run(fixtures.args(&[
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("fifo"),
+    ]));
+    assert!(start.elapsed() < Duration::from_secs(20));
+    assert_eq!(out.stdout.trim(), "smi=9", "{}", out.stderr);
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}
+
+/// A spec with 100,000 environment variables starts as fast as the rest:
+/// setting them one by one into the init's environment was quadratic
+/// (1e6 variables: no answer in 120 s).
+#[test]
+fn a_huge_environment_is_set_up_in_linear_time() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let mut env = vec!["PATH=/bin".to_owned()];
+    env.extend((0..100_000).map(|i| format!("V{i}=x")));
+    env.push("LAST=here".into());
+    bundle.edit(|c| c["process"]["env"] = json!(env));
+    // env, not sh: busybox sh itself takes seconds to import them.
+    bundle.set_args(&["env"]);
+    let start = Instant::now();
+    let out = rt.run([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("env"),
+    ]);
+    let took = start.elapsed();
+    assert!(
+        out.stdout.lines().any(|l| l == "LAST=here"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stdout.lines().count(),
+        100_003,
+        "PATH, 100,000, LAST, HOME"
+    );
+    // Generous for a debug build under load; the quadratic setup took
+    // 15 s for this many.
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+}
+
+/// kill --all freezes and thaws the container's cgroup; racing with a
+/// delete, the thaw made the freezer cgroup again, and it stayed, empty.
+#[test]
+fn no_freezer_cgroup_outlives_a_racing_delete() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let dir = bundle.dir.to_str().unwrap().to_owned();
+    for round in 0..15 {
+        let id = unique("freeze");
+        rt.run(["run", "-d", "--bundle", &dir, &id]).ok();
+        let killers: Vec<_> = (0..3)
+            .map(|_| {
+                rt.command(["kill", "--all", &id, "KILL"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        rt.run(["delete", "--force", &id]);
+        for mut k in killers {
+            let _ = k.wait();
+        }
+        // A kill still running after the delete: wait it out.
+        std::thread::sleep(Duration::from_millis(20));
+        let left = cgroup_dirs(&format!("gpurun/{id}"));
+        assert!(left.is_empty(), "round {round}: left {left:?}");
+    }
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}
+
+/// A rootless container gets the host's device nodes bound in; one its
+/// user cannot open is named before anything is made.
+#[test]
+fn a_device_a_rootless_user_cannot_open_is_named() {
+    require_root!();
+    let user = TestUser::get();
+    let rt = Runtime::as_who(As::User(user.clone()));
+    let bundle = Bundle::busybox_rootless(&user);
+    bundle.edit(|c| {
+        c["linux"]["devices"] = json!([{"path": "/dev/kmsg", "type": "c", "major": 1, "minor": 11}])
+    });
+    bundle.set_args(&["true"]);
+    let id = unique("nodev");
+    assert_clean_failure(
+        &rt,
+        &["run", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "device /dev/kmsg: uid",
+    );
+}
