@@ -16,11 +16,12 @@ const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 pub fn choose(spec_path: Option<&Path>, id: &str, systemd: bool) -> Result<PathBuf> {
     let given = spec_path.filter(|p| !p.as_os_str().is_empty());
     let Some(path) = given else {
-        return Ok(if systemd {
-            PathBuf::from(format!("system.slice:gpurun:{id}"))
-        } else {
-            PathBuf::from(format!("/gpurun/{id}"))
-        });
+        if systemd {
+            return Ok(PathBuf::from(format!("system.slice:gpurun:{id}")));
+        }
+        let path = PathBuf::from(format!("/gpurun/{id}"));
+        refuse_unusable(&path, &path.to_string_lossy())?;
+        return Ok(path);
     };
     let text = path.to_string_lossy();
     if systemd || is_systemd_style(&text) {
@@ -42,13 +43,26 @@ pub fn choose(spec_path: Option<&Path>, id: &str, systemd: bool) -> Result<PathB
             "linux.cgroupsPath {text:?} is the root cgroup: give the container a path of its own, such as \"/gpurun/{id}\""
         );
     }
-    if let Some(holder) = occupied(&normal) {
+    refuse_unusable(&normal, &text)?;
+    Ok(normal)
+}
+
+/// A cgroup that already holds processes (libcontainer would kill them
+/// with the container) or is frozen (the container would never run).
+fn refuse_unusable(path: &Path, text: &str) -> Result<()> {
+    if let Some(holder) = occupied(path) {
         bail!(
             "linux.cgroupsPath {text:?} already holds processes ({}): give the container a cgroup of its own",
             holder.display()
         );
     }
-    Ok(normal)
+    if let Some(frozen) = frozen(path) {
+        bail!(
+            "linux.cgroupsPath {text:?} is frozen ({}): a container started in it would never run; thaw it or give the container another cgroup",
+            frozen.display()
+        );
+    }
+    Ok(())
 }
 
 fn is_systemd_style(path: &str) -> bool {
@@ -75,6 +89,61 @@ fn occupied(path: &Path) -> Option<PathBuf> {
             .map(|procs| !procs.trim().is_empty())
             .unwrap_or(false)
     })
+}
+
+/// The first cgroup directory for `path` that is frozen: v1's
+/// `freezer.state` (FROZEN or FREEZING) or v2's `cgroup.freeze`.
+fn frozen(path: &Path) -> Option<PathBuf> {
+    hierarchy_dirs(path).into_iter().find(|dir| {
+        let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap_or_default();
+        matches!(read("freezer.state").trim(), "FROZEN" | "FREEZING")
+            || read("cgroup.freeze").trim() == "1"
+    })
+}
+
+/// The cgroup directories of `sub` below the container's `cgroup` (for
+/// `exec --cgroup`): each must exist; none is made.
+pub fn existing_sub_cgroup(cgroup: &Path, sub: &str) -> Result<()> {
+    let (controllers, sub_path) = match sub.split_once(':') {
+        Some((c, p)) => (Some(c), p),
+        None => (None, sub),
+    };
+    let sub_path = Path::new(sub_path.trim_start_matches('/'));
+    if sub_path.as_os_str().is_empty()
+        || sub_path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_)))
+    {
+        bail!("exec --cgroup {sub:?}: give a path below the container's cgroup, without \"..\"");
+    }
+    let root = Path::new(CGROUP_ROOT);
+    // In each hierarchy the container has a cgroup in (those named, if
+    // controllers were given).
+    let mut dirs: Vec<PathBuf> = hierarchy_dirs(cgroup)
+        .into_iter()
+        .filter(|d| d.is_dir())
+        .map(|d| d.join(sub_path))
+        .collect();
+    if let Some(list) = controllers {
+        let wanted: Vec<&str> = list.split(',').collect();
+        dirs.retain(|d| {
+            d.strip_prefix(root)
+                .ok()
+                .and_then(|rel| rel.components().next())
+                .and_then(|c| c.as_os_str().to_str())
+                .is_some_and(|ctrl| ctrl.split(',').any(|c| wanted.contains(&c)))
+        });
+    }
+    if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
+        bail!(
+            "exec --cgroup {sub:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
+            missing.display()
+        );
+    }
+    if dirs.is_empty() {
+        bail!("exec --cgroup {sub:?}: the container has no such cgroup");
+    }
+    Ok(())
 }
 
 /// Every pid in a cgroupfs path, in any hierarchy. Empty for a

@@ -82,13 +82,13 @@ pub enum Command {
     /// Thaw a paused container
     Resume(liboci_cli::Resume),
     /// Change a container's cgroup limits
-    Update(liboci_cli::Update),
+    Update(crate::commands::update::UpdateArgs),
     /// Print what this runtime supports, as JSON
     Features(liboci_cli::Features),
     /// Write a starter config.json
     Spec(liboci_cli::Spec),
     /// Print container events and statistics
-    Events(liboci_cli::Events),
+    Events(crate::commands::events::EventsArgs),
     /// Unpack an OCI layout, OCI archive or docker-save archive into a bundle
     Import {
         /// The image: an OCI layout directory, an OCI archive or a docker save archive

@@ -172,6 +172,11 @@ pub fn status_name(container: &Container) -> String {
         .unwrap_or_else(|| container.status().to_string().to_lowercase())
 }
 
+/// The container's cgroupfs path (as in linux.cgroupsPath).
+pub fn cgroup_path(container: &Container) -> Result<PathBuf> {
+    Ok(container.spec()?.cgroup_path)
+}
+
 /// The cgroup manager for a container's own cgroup, as libcontainer made it.
 pub fn cgroup_manager(container: &Container) -> Result<libcgroups::common::AnyCgroupManager> {
     Ok(libcgroups::common::create_cgroup_manager(

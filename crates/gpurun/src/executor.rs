@@ -73,7 +73,12 @@ impl Executor for GpurunExecutor {
         // such file, no permission) gets runc's kind of line on the
         // container's stderr, where its user looks, and in the log.
         let line = exec_failure(program, errno);
-        eprintln!("gpurun: {line}");
+        // In the log, where engines read errors (level=error), and on the
+        // container's stderr, where its user looks.
+        tracing::error!(target: "gpurun", "{line}");
+        if crate::logging::logs_to_file() {
+            eprintln!("gpurun: {line}");
+        }
         Err(ExecutorError::Execution(line.into()))
     }
 
@@ -92,7 +97,7 @@ impl Executor for GpurunExecutor {
         if is_stand_in(spec) {
             return Ok(());
         }
-        libcontainer::workload::default::get_executor().validate(spec)
+        check_program(spec).map_err(ExecutorValidationError::ArgValidationError)
     }
 }
 
@@ -179,6 +184,56 @@ fn exec_in_path(
         Errno::EACCES
     } else {
         Errno::ENOENT
+    }
+}
+
+/// The program must exist and be executable before the container is
+/// reported created, in runc's words: `exec: "x": executable file not
+/// found in $PATH`, `exec: "/x": stat /x: no such file or directory`.
+fn check_program(spec: &Spec) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(program) = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.args().as_ref())
+        .and_then(|a| a.first())
+    else {
+        return Err("process.args is empty: name the program to run".into());
+    };
+    let executable = |path: &std::path::Path| -> Result<(), String> {
+        let meta = std::fs::metadata(path).map_err(|e| {
+            let errno = nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0));
+            format!(
+                "exec: {program:?}: {}",
+                exec_failure(&format!("stat {}", path.display()), errno)
+                    .trim_start_matches("exec ")
+            )
+        })?;
+        if meta.is_dir() {
+            return Err(format!("exec: {program:?}: is a directory"));
+        }
+        if meta.permissions().mode() & 0o111 == 0 {
+            return Err(format!("exec: {program:?}: permission denied"));
+        }
+        Ok(())
+    };
+    if program.contains('/') {
+        return executable(std::path::Path::new(program));
+    }
+    let path = spec_env(spec)
+        .iter()
+        .rev()
+        .find_map(|e| e.strip_prefix("PATH="))
+        .unwrap_or(DEFAULT_PATH);
+    let found = path
+        .split(':')
+        .map(|dir| std::path::Path::new(if dir.is_empty() { "." } else { dir }).join(program))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => executable(&p),
+        None => Err(format!(
+            "exec: {program:?}: executable file not found in $PATH"
+        )),
     }
 }
 

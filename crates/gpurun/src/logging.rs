@@ -72,6 +72,14 @@ fn level_name(level: &Level) -> &'static str {
     }
 }
 
+/// Whether the log goes to a file (`--log`), for messages that a person at
+/// a shell must see on stderr as well.
+static TO_FILE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn logs_to_file() -> bool {
+    TO_FILE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// When the last lifecycle step was logged. A static, so the container's
 /// intermediate and init processes (clones of this one) inherit it, and each
 /// step's duration runs from the previous step in whichever process.
@@ -214,5 +222,6 @@ pub fn init(flags: &GlobalFlags) -> Result<LogTarget> {
     };
     let subscriber = tracing_subscriber::registry().with(layer);
     tracing::subscriber::set_global_default(subscriber).context("install the logger")?;
+    TO_FILE.store(to_file, std::sync::atomic::Ordering::Relaxed);
     Ok(LogTarget { to_file })
 }

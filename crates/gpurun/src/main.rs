@@ -32,6 +32,7 @@ pub struct Ctx {
 
 fn main() {
     refuse_to_run_as_a_hook();
+    print_version_if_asked();
     let cli = Cli::parse();
     close_inherited_fds(&cli.command);
     if cli.command.only_reports() {
@@ -77,6 +78,25 @@ fn main() {
     std::process::exit(code);
 }
 
+/// `gpurun --version` (or `-v`), in runc's shape: version, commit, the
+/// OCI runtime spec version, and the libseccomp it runs with.
+fn print_version_if_asked() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if !(args.len() == 1 && (args[0] == "--version" || args[0] == "-v")) {
+        return;
+    }
+    let seccomp = libseccomp::ScmpVersion::current()
+        .map(|v| format!("{}.{}.{}", v.major, v.minor, v.micro))
+        .unwrap_or_else(|_| "unknown".into());
+    println!(
+        "gpurun version {}\ncommit: {}\nspec: {}\nlibseccomp: {seccomp}",
+        env!("CARGO_PKG_VERSION"),
+        env!("GPURUN_COMMIT"),
+        libcontainer::oci_spec::runtime::VERSION
+    );
+    std::process::exit(0);
+}
+
 /// `gpurun setup docker` links nvidia-container-runtime-hook to gpurun, so
 /// that dockerd accepts --gpus. gpurun then drops that hook from the spec
 /// and injects the GPUs itself. If another runtime (runc) runs the link as
@@ -112,32 +132,80 @@ fn close_inherited_fds(command: &cli::Command) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let first = 3 + preserved.max(0) as u32 + listen.max(0) as u32;
+    // `exec --process /dev/fd/N`: the caller hands the process.json over
+    // as a descriptor, which must survive the re-exec to be read. The
+    // container's init closes it like every other.
+    let process_fd = match command {
+        cli::Command::Exec(a) => a.process.as_deref().and_then(descriptor_path),
+        _ => None,
+    };
     const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: close_range only changes flags of our own descriptors.
-    let done =
-        unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) } == 0;
-    if !done {
-        // Kernels before 5.11: one by one.
-        let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .filter(|&fd: &i32| fd >= first as i32)
-            .collect();
-        for fd in fds {
-            // SAFETY: setting FD_CLOEXEC on a descriptor number is harmless
-            // even if it was the directory listing's, now closed.
-            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    let mut ranges = vec![(first, u32::MAX)];
+    if let Some(fd) = process_fd.filter(|fd| *fd >= first) {
+        ranges = vec![(first, fd - 1), (fd + 1, u32::MAX)];
+    }
+    for (from, to) in ranges {
+        if from > to {
+            continue;
+        }
+        // SAFETY: close_range only changes flags of our own descriptors.
+        let done =
+            unsafe { libc::syscall(libc::SYS_close_range, from, to, CLOSE_RANGE_CLOEXEC) } == 0;
+        if !done {
+            // Kernels before 5.11: one by one.
+            let fds: Vec<u32> = std::fs::read_dir("/proc/self/fd")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|fd: &u32| (from..=to).contains(fd))
+                .collect();
+            for fd in fds {
+                // SAFETY: setting FD_CLOEXEC on a descriptor number is
+                // harmless even if it was the directory listing's, now closed.
+                unsafe { libc::fcntl(fd as i32, libc::F_SETFD, libc::FD_CLOEXEC) };
+            }
         }
     }
 }
 
-/// An error chain as one line: "context: cause: cause".
+/// N, for `/dev/fd/N` or `/proc/self/fd/N`.
+fn descriptor_path(path: &std::path::Path) -> Option<u32> {
+    let text = path.to_str()?;
+    text.strip_prefix("/dev/fd/")
+        .or_else(|| text.strip_prefix("/proc/self/fd/"))?
+        .parse()
+        .ok()
+}
+
+/// An error chain as one line: "context: cause: cause". libcontainer's
+/// wrappers around what the container's init reported add nothing a user
+/// needs ("exec process failed with error error in executing process :"),
+/// so they are dropped; what the init said is kept.
 fn one_line(e: &anyhow::Error) -> String {
+    const NOISE: &[&str] = &[
+        "exec process failed with error ",
+        "error in executing process : ",
+        "failed to create container: ",
+    ];
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
-        let text = cause.to_string().replace('\n', " ");
+        let mut text = cause.to_string().replace('\n', " ");
+        loop {
+            let before = text.len();
+            for noise in NOISE {
+                while let Some(at) = text.find(noise) {
+                    text.replace_range(at..at + noise.len(), "");
+                }
+            }
+            if text.len() == before {
+                break;
+            }
+        }
+        let text = text.trim().to_owned();
+        if text.is_empty() || text == "failed to create container" {
+            continue;
+        }
         // libcontainer's errors often repeat their source in their own text.
         if !parts.iter().any(|p| p.contains(&text)) {
             parts.push(text);

@@ -1,5 +1,6 @@
 use anyhow::{Context, Result};
 use libcontainer::container::builder::ContainerBuilder;
+use libcontainer::container::ContainerStatus;
 use libcontainer::syscall::syscall::SyscallType;
 use liboci_cli::Exec;
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -12,11 +13,34 @@ use crate::{containers, Ctx};
 pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
     let id = &args.container_id;
     let container = containers::load(&ctx.root, id)?;
-    if !container.can_exec() {
+    let paused = container.status() == ContainerStatus::Paused;
+    if paused && !args.ignore_paused {
+        anyhow::bail!(
+            "container {id:?} is paused: resume it, or exec with --ignore-paused (the process then waits until it is resumed)"
+        );
+    }
+    if !(container.can_exec() || paused && args.ignore_paused) {
         anyhow::bail!(
             "container {id:?} is {}: exec needs a running container",
             container.status()
         );
+    }
+    if let Some(pid_file) = &args.pid_file {
+        let parent = pid_file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        if !parent.is_dir() {
+            anyhow::bail!(
+                "--pid-file {}: directory {} does not exist",
+                pid_file.display(),
+                parent.display()
+            );
+        }
+    }
+    if let Some(sub) = &args.cgroup {
+        let cgroup = containers::cgroup_path(&container)?;
+        crate::cgroup_path::existing_sub_cgroup(&cgroup, sub)?;
     }
     if args.process.is_none() && args.command.is_empty() {
         anyhow::bail!("exec needs a command, or --process FILE with a process.json");

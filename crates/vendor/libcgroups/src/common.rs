@@ -718,6 +718,19 @@ pub(crate) fn default_devices() -> Vec<LinuxDevice> {
     ]
 }
 
+/// Removes the cgroup directories below `path`, deepest first.
+fn remove_sub_cgroups(path: &Path) {
+    let Ok(entries) = fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_sub_cgroups(&entry.path());
+            let _ = fs::remove_dir(entry.path());
+        }
+    }
+}
+
 /// Attempts to delete the path the requested number of times.
 pub(crate) fn delete_with_retry<P: AsRef<Path>, L: Into<Option<Duration>>>(
     path: P,
@@ -730,6 +743,9 @@ pub(crate) fn delete_with_retry<P: AsRef<Path>, L: Into<Option<Duration>>>(
     let limit = limit_backoff.into().unwrap_or(Duration::MAX);
 
     while attempts < retries {
+        // gpurun patch: sub-cgroups first (made for `exec --cgroup`), as
+        // runc removes them; their directories hold only control files.
+        remove_sub_cgroups(path);
         if fs::remove_dir(path).is_ok() {
             return Ok(());
         }

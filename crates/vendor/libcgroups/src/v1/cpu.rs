@@ -94,16 +94,30 @@ impl Cpu {
             }
         }
 
+        // gpurun patch: a shorter period than the current one can be
+        // refused (EINVAL) because the current quota over the new period
+        // exceeds the parent's limit; then the quota goes first and the
+        // period after it, as runc does.
+        let quota = cpu.quota().filter(|q| *q != 0);
+        let mut period_refused = None;
         if let Some(cpu_period) = cpu.period() {
             if cpu_period != 0 {
-                common::write_cgroup_file(root_path.join(CGROUP_CPU_PERIOD), cpu_period)?;
+                if let Err(e) =
+                    common::write_cgroup_file(root_path.join(CGROUP_CPU_PERIOD), cpu_period)
+                {
+                    if quota.is_none() {
+                        return Err(e);
+                    }
+                    period_refused = Some(cpu_period);
+                }
             }
         }
 
-        if let Some(cpu_quota) = cpu.quota() {
-            if cpu_quota != 0 {
-                common::write_cgroup_file(root_path.join(CGROUP_CPU_QUOTA), cpu_quota)?;
-            }
+        if let Some(cpu_quota) = quota {
+            common::write_cgroup_file(root_path.join(CGROUP_CPU_QUOTA), cpu_quota)?;
+        }
+        if let Some(cpu_period) = period_refused {
+            common::write_cgroup_file(root_path.join(CGROUP_CPU_PERIOD), cpu_period)?;
         }
 
         if let Some(cpu_burst) = cpu.burst() {

@@ -334,11 +334,18 @@ fn apply_cgroups<
     })?;
 
     if init && let Some(resources) = resources {
+        // gpurun patch: `memory.disableOOMKiller` was never passed on, so
+        // memory.oom_control stayed 0.
+        let disable_oom_killer = resources
+            .memory()
+            .as_ref()
+            .and_then(|m| m.disable_oom_killer())
+            .unwrap_or(false);
         let controller_opt = libcgroups::common::ControllerOpt {
             resources,
             freezer_state: None,
             oom_score_adj: None,
-            disable_oom_killer: false,
+            disable_oom_killer,
         };
 
         cmanager.apply(&controller_opt).map_err(|err| {

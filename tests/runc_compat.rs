@@ -1,0 +1,387 @@
+//! What runc does for these, gpurun does too (written from runc's own
+//! documented behaviour and its bats tests): memory.disableOOMKiller, the
+//! exec flags, a frozen cgroup, `update`'s flags and a limited parent,
+//! error lines engines can grep, `events` and `--version`.
+
+use std::fs;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gpurun_tests::*;
+use serde_json::json;
+
+fn sleeping(rt: &Runtime, bundle: &Bundle) -> String {
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("compat");
+    rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .ok();
+    id
+}
+
+fn v1(controller: &str, cgroup: &str, file: &str) -> String {
+    fs::read_to_string(
+        Path::new("/sys/fs/cgroup")
+            .join(controller)
+            .join(cgroup)
+            .join(file),
+    )
+    .unwrap_or_default()
+}
+
+#[test]
+fn disable_oom_killer_reaches_the_cgroup() {
+    require_root!();
+    if !Path::new("/sys/fs/cgroup/memory").is_dir() {
+        eprintln!("skipped: no cgroup v1 memory controller");
+        return;
+    }
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        c["linux"]["resources"]["memory"] = json!({"limit": 67108864, "disableOOMKiller": true})
+    });
+    let id = sleeping(&rt, &bundle);
+    let control = v1("memory", &format!("gpurun/{id}"), "memory.oom_control");
+    // An update of the memory limit keeps it.
+    rt.run(["update", "--memory", "128M", &id]).ok();
+    let after_update = v1("memory", &format!("gpurun/{id}"), "memory.oom_control");
+    rt.run(["delete", "--force", &id]).ok();
+    assert!(control.contains("oom_kill_disable 1"), "{control}");
+    assert!(
+        after_update.contains("oom_kill_disable 1"),
+        "{after_update}"
+    );
+}
+
+#[test]
+fn exec_flags_behave_as_in_runc() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let id = sleeping(&rt, &bundle);
+
+    // --pid-file in a directory that does not exist: an error, not exit 0.
+    let out = rt.run(["exec", "--pid-file", "/no/such/dir/pid", &id, "true"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("/no/such/dir"), "{}", out.stderr);
+
+    // --cgroup of a sub-cgroup that does not exist: an error, and nothing
+    // is made.
+    let out = rt.run(["exec", "--cgroup", "missing", &id, "true"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
+    assert!(cgroup_dirs(&format!("gpurun/{id}/missing")).is_empty());
+    // One that exists (made in every hierarchy, as runc's test does): the
+    // exec'd process is in it.
+    let subs: Vec<_> = cgroup_dirs(&format!("gpurun/{id}"))
+        .into_iter()
+        .map(|d| d.join("sub"))
+        .collect();
+    for d in &subs {
+        fs::create_dir(d).unwrap();
+    }
+    let out = rt.run(["exec", "--cgroup", "sub", &id, "cat", "/proc/self/cgroup"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        // With a cgroup namespace the path reads from the container's own.
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with(|c: char| c.is_ascii_digit())
+                && l.contains("memory")
+                && l.ends_with("/sub")),
+        "{}",
+        out.stdout
+    );
+
+    // --process /dev/fd/N: the caller's descriptor survives the re-exec.
+    let scratch = Scratch::new("procfd");
+    let process = scratch.path().join("process.json");
+    fs::write(
+        &process,
+        json!({"args": ["echo", "from-a-descriptor"], "cwd": "/", "env": ["PATH=/bin"], "user": {"uid": 0, "gid": 0}})
+            .to_string(),
+    )
+    .unwrap();
+    let file = fs::File::open(&process).unwrap();
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    let mut cmd = rt.command(["exec", "--process", &format!("/dev/fd/{fd}"), &id]);
+    let keep = fd;
+    // SAFETY: clearing close-on-exec on an open descriptor in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::fcntl(keep, libc::F_SETFD, 0);
+            Ok(())
+        });
+    }
+    let out = run_cmd(&mut cmd, TIMEOUT);
+    assert_eq!(out.stdout.trim(), "from-a-descriptor", "{}", out.stderr);
+
+    // A paused container: exec is refused, unless --ignore-paused, whose
+    // process runs once the container is resumed.
+    rt.run(["pause", &id]).ok();
+    let out = rt.run(["exec", &id, "true"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("paused"), "{}", out.stderr);
+    let waiting = rt
+        .command(["exec", "--ignore-paused", &id, "echo", "ran-after-resume"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    rt.run(["resume", &id]).ok();
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ran-after-resume"
+    );
+    rt.run(["delete", "--force", &id]).ok();
+}
+
+#[test]
+fn a_frozen_cgroup_is_refused_not_waited_on() {
+    require_root!();
+    if !Path::new("/sys/fs/cgroup/freezer").is_dir() {
+        eprintln!("skipped: no cgroup v1 freezer");
+        return;
+    }
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let id = unique("frozen");
+    let dir = Path::new("/sys/fs/cgroup/freezer/gpurun").join(&id);
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("freezer.state"), "FROZEN").unwrap();
+    bundle.set_args(&["true"]);
+    let start = Instant::now();
+    let out = rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    let _ = fs::write(dir.join("freezer.state"), "THAWED");
+    let _ = fs::remove_dir(&dir);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("is frozen"), "{}", out.stderr);
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}
+
+#[test]
+fn update_changes_what_its_flags_name() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let id = sleeping(&rt, &bundle);
+    let cg = format!("gpurun/{id}");
+    rt.run(["update", "--cpuset-cpus", "0", &id]).ok();
+    assert_eq!(v1("cpuset", &cg, "cpuset.cpus").trim(), "0");
+    rt.run([
+        "update",
+        "--cpu-quota",
+        "20000",
+        "--cpu-period",
+        "100000",
+        &id,
+    ])
+    .ok();
+    assert_eq!(v1("cpu", &cg, "cpu.cfs_quota_us").trim(), "20000");
+    rt.run(["update", "--cpu-quota", "-1", &id]).ok();
+    assert_eq!(v1("cpu", &cg, "cpu.cfs_quota_us").trim(), "-1");
+    rt.run(["update", "--memory", "100M", "--pids-limit", "42", &id])
+        .ok();
+    assert_eq!(
+        v1("memory", &cg, "memory.limit_in_bytes").trim(),
+        "104857600"
+    );
+    assert_eq!(v1("pids", &cg, "pids.max").trim(), "42");
+    rt.run(["delete", "--force", &id]).ok();
+}
+
+/// Under a parent limited to half a CPU, a shorter period is refused while
+/// the old quota stands; the quota must go first.
+#[test]
+fn cpu_quota_under_a_limited_parent() {
+    require_root!();
+    if !Path::new("/sys/fs/cgroup/cpu").is_dir() {
+        eprintln!("skipped: no cgroup v1 cpu controller");
+        return;
+    }
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let parent = unique("gpurun-parent");
+    let parent_dir = Path::new("/sys/fs/cgroup/cpu").join(&parent);
+    fs::create_dir(&parent_dir).unwrap();
+    fs::write(parent_dir.join("cpu.cfs_period_us"), "100000").unwrap();
+    fs::write(parent_dir.join("cpu.cfs_quota_us"), "50000").unwrap();
+    let id = unique("child");
+    bundle.edit(|c| {
+        c["linux"]["cgroupsPath"] = json!(format!("/{parent}/{id}"));
+        c["linux"]["resources"]["cpu"] = json!({"quota": 40000, "period": 100000});
+    });
+    bundle.set_args(&["sleep", "300"]);
+    let run = rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    let update = rt.run([
+        "update",
+        "--cpu-period",
+        "50000",
+        "--cpu-quota",
+        "20000",
+        &id,
+    ]);
+    let child = parent_dir.join(&id);
+    let quota = fs::read_to_string(child.join("cpu.cfs_quota_us")).unwrap_or_default();
+    let period = fs::read_to_string(child.join("cpu.cfs_period_us")).unwrap_or_default();
+    rt.run(["delete", "--force", &id]);
+    let _ = fs::remove_dir(&parent_dir);
+    for controller in fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        let _ = fs::remove_dir(controller.path().join(&parent));
+    }
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(update.code, 0, "{}", update.stderr);
+    assert_eq!((quota.trim(), period.trim()), ("20000", "50000"));
+}
+
+#[test]
+fn error_lines_carry_their_level_and_reason() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let scratch = Scratch::new("logs");
+    // A program that is not there, logged as containerd asks.
+    bundle.set_args(&["/no/such/program"]);
+    let log = scratch.path().join("log.json");
+    let out = rt.run([
+        "--log",
+        log.to_str().unwrap(),
+        "--log-format",
+        "json",
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("err"),
+    ]);
+    assert_eq!(out.code, 1);
+    let line = fs::read_to_string(&log).unwrap();
+    let entry: serde_json::Value = serde_json::from_str(line.lines().last().unwrap()).unwrap();
+    assert_eq!(entry["level"], "error");
+    let msg = entry["msg"].as_str().unwrap();
+    assert!(
+        msg.contains(
+            "exec: \"/no/such/program\": stat /no/such/program: no such file or directory"
+        ),
+        "{msg}"
+    );
+    assert!(!msg.contains("error error"), "{msg}");
+    // The same as text: logrus' level=error.
+    let text_log = scratch.path().join("log.txt");
+    rt.run([
+        "--log",
+        text_log.to_str().unwrap(),
+        "state",
+        "no-such-container",
+    ]);
+    let text = fs::read_to_string(&text_log).unwrap();
+    assert!(text.lines().all(|l| l.contains("level=error")), "{text}");
+    // A program that exists but cannot be started: exit 255 and the
+    // reason, in the log too.
+    fs::write(bundle.rootfs().join("bin/needs-bash"), "#!/bin/bash-gone\n").unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(bundle.rootfs().join("bin/needs-bash"))
+        .status()
+        .unwrap();
+    bundle.set_args(&["/bin/needs-bash"]);
+    let log2 = scratch.path().join("log2.json");
+    let out = rt.run([
+        "--log",
+        log2.to_str().unwrap(),
+        "--log-format",
+        "json",
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("err"),
+    ]);
+    assert_eq!(out.code, 255);
+    let logged = fs::read_to_string(&log2).unwrap();
+    assert!(
+        logged.contains("\"level\":\"error\"")
+            && logged.contains("exec /bin/needs-bash: no such file or directory"),
+        "{logged}"
+    );
+}
+
+#[test]
+fn events_are_runcs_envelopes_with_oom() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle
+        .edit(|c| c["linux"]["resources"]["memory"] = json!({"limit": 33554432, "swap": 33554432}));
+    let id = sleeping(&rt, &bundle);
+    let out = rt.run(["events", "--stats", &id]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let event: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(event["type"], "stats");
+    assert_eq!(event["id"], id.as_str());
+    assert!(
+        event["data"]["pids"]["current"].as_u64().unwrap() >= 1,
+        "{event}"
+    );
+    assert_eq!(event["data"]["memory"]["usage"]["limit"], 33554432);
+
+    // --interval 100ms streams several; an OOM kill is an "oom" event, and
+    // the stream ends with the container.
+    let mut events = rt
+        .command(["events", "--interval", "100ms", &id])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    rt.run([
+        "exec",
+        "-d",
+        &id,
+        "sh",
+        "-c",
+        "x=a; while true; do x=$x$x; done",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline && events.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(100));
+        // The OOM kill took the exec'd shell; end the stream by stopping
+        // the container once it has had time to report.
+        if Instant::now() + Duration::from_secs(15) < deadline {
+            continue;
+        }
+        rt.run(["kill", &id, "KILL"]);
+    }
+    let _ = events.kill();
+    let out = events.wait_with_output().unwrap();
+    // The stream was cut short: its last line may be half written.
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let stats = lines.iter().filter(|e| e["type"] == "stats").count();
+    assert!(stats >= 3, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|e| e["type"] == "oom" && e["id"] == id.as_str()),
+        "{lines:?}"
+    );
+    rt.run(["delete", "--force", &id]);
+}
+
+#[test]
+fn version_names_commit_spec_and_libseccomp() {
+    let out = run_cmd(Command::new(gpurun_bin()).arg("--version"), TIMEOUT);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(lines[0].starts_with("gpurun version "), "{lines:?}");
+    assert!(lines[1].starts_with("commit: ") && lines[1].len() > "commit: ".len());
+    assert!(lines[2].starts_with("spec: 1."), "{lines:?}");
+    assert!(lines[3].starts_with("libseccomp: 2."), "{lines:?}");
+}
