@@ -385,3 +385,79 @@ fn version_names_commit_spec_and_libseccomp() {
     assert!(lines[2].starts_with("spec: 1."), "{lines:?}");
     assert!(lines[3].starts_with("libseccomp: 2."), "{lines:?}");
 }
+
+/// runc's terminal handling: `spec` asks for one; a foreground `run` or
+/// `exec -t` without `--console-socket` gets a pty whose master gpurun
+/// relays to its own stdin and stdout; a detached one needs a socket.
+#[test]
+fn a_foreground_terminal_is_relayed() {
+    require_root!();
+    let scratch = Scratch::new("spec");
+    run_cmd(
+        Command::new(gpurun_bin())
+            .arg("spec")
+            .current_dir(scratch.path()),
+        TIMEOUT,
+    )
+    .ok();
+    let spec: serde_json::Value =
+        serde_json::from_slice(&fs::read(scratch.path().join("config.json")).unwrap()).unwrap();
+    assert_eq!(spec["process"]["terminal"], true);
+
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| c["process"]["terminal"] = json!(true));
+    bundle.set_args(&["sh", "-c", "tty; test -t 0 && test -t 1 && echo both-ttys"]);
+    let dir = bundle.dir.to_str().unwrap().to_owned();
+    let out = rt.run(["run", "--bundle", &dir, &unique("tty")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out
+        .stdout
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .collect();
+    assert_eq!(lines, ["/dev/pts/0", "both-ttys"], "{}", out.stdout);
+
+    let out = rt.run(["run", "-d", "--bundle", &dir, &unique("tty")]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("--console-socket"), "{}", out.stderr);
+    assert!(!out.stderr.contains("youki"), "{}", out.stderr);
+
+    // Typed input reaches the container through a real terminal.
+    bundle.set_args(&["sh", "-c", "read line; echo got:$line"]);
+    let driver = "import os, pty, sys, time\n\
+pid, fd = pty.fork()\n\
+if pid == 0:\n    os.execv(sys.argv[1], sys.argv[1:])\n\
+time.sleep(1.0)\n\
+os.write(fd, b'hello\\r')\n\
+out = b''\n\
+while True:\n    try:\n        chunk = os.read(fd, 4096)\n    except OSError:\n        break\n    if not chunk:\n        break\n    out += chunk\n\
+_, status = os.waitpid(pid, 0)\n\
+sys.stdout.write(out.decode(errors='replace'))\n\
+sys.exit(os.waitstatus_to_exitcode(status))\n";
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(driver).arg(gpurun_bin()).args([
+        "--root",
+        rt.root.to_str().unwrap(),
+        "run",
+        "--bundle",
+        &dir,
+        &unique("tty"),
+    ]);
+    let out = run_cmd(&mut cmd, TIMEOUT);
+    assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("got:hello"), "{:?}", out.stdout);
+
+    // exec -t.
+    bundle.edit(|c| c["process"]["terminal"] = json!(false));
+    let id = sleeping(&rt, &bundle);
+    let out = rt.run(["exec", "-t", &id, "sh", "-c", "test -t 1 && echo exec-tty"]);
+    assert_eq!(
+        out.stdout.trim_end(),
+        "exec-tty\r".trim_end(),
+        "{}",
+        out.stderr
+    );
+    rt.run(["delete", "--force", &id]);
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}

@@ -25,9 +25,10 @@ pub fn wait_for_init(init: Pid) -> Result<i32> {
         }
         match signals.wait().context("wait for signals")? {
             Signal::SIGCHLD => {}
-            // Go runtimes (the engines) use SIGURG for preemption; a
-            // resize is for the terminal, not the container's init.
-            Signal::SIGURG | Signal::SIGWINCH => {}
+            // Go runtimes (the engines) use SIGURG for preemption.
+            Signal::SIGURG => {}
+            // A resize is for the relayed terminal, not the container's init.
+            Signal::SIGWINCH => crate::terminal::pass_window_size(),
             signal => match kill(init, signal) {
                 Ok(()) | Err(Errno::ESRCH) => {}
                 Err(e) => tracing::warn!("forward {signal} to the container: {e}"),

@@ -9,6 +9,7 @@ use libcontainer::syscall::syscall::SyscallType;
 
 use crate::executor::GpurunExecutor;
 use crate::prepare::{self, CreateOptions};
+use crate::terminal::ConsoleSocket;
 use crate::Ctx;
 
 pub struct LaunchArgs<'a> {
@@ -27,9 +28,12 @@ pub struct LaunchArgs<'a> {
     pub spec: Option<libcontainer::oci_spec::runtime::Spec>,
     /// Inside a Slurm job, no GPU request means the job's GPUs.
     pub slurm_gpus_by_default: bool,
+    /// A container with `process.terminal` and no console socket gets a
+    /// terminal that gpurun relays (a foreground `run`).
+    pub relay_terminal: bool,
 }
 
-pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
+pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleSocket>)> {
     let prepared = prepare::prepare(&CreateOptions {
         root: &ctx.root,
         id: args.id,
@@ -40,6 +44,20 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
         spec: args.spec,
     })?;
 
+    let wants_terminal = prepared
+        .spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.terminal())
+        .unwrap_or(false);
+    let mut own_console = None;
+    let relayed_socket;
+    let mut console_socket = args.console_socket;
+    if wants_terminal && console_socket.is_none() && args.relay_terminal {
+        relayed_socket = prepared.dir.join("terminal.sock");
+        own_console = Some(ConsoleSocket::bind(&relayed_socket)?);
+        console_socket = Some(&relayed_socket);
+    }
     let mut builder = ContainerBuilder::new(args.id.to_owned(), SyscallType::default());
     if let Some(output) = args.output {
         builder.stderr = Some(
@@ -52,7 +70,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
     let container = builder
         .with_executor(GpurunExecutor)
         .with_pid_file(args.pid_file)?
-        .with_console_socket(args.console_socket)
+        .with_console_socket(console_socket)
         .with_root_path(&ctx.root)?
         .with_preserved_fds(args.preserve_fds)
         .validate_id()?
@@ -82,7 +100,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<Container> {
         crate::containers::mark_no_process(&ctx.root, args.id)?;
     }
 
-    Ok(container)
+    Ok((container, own_console))
 }
 
 /// A failed create is a container stopped and destroyed: the runtime spec
@@ -118,7 +136,17 @@ pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) 
         let _ = nix::sys::prctl::set_child_subreaper(true);
     }
     let id = args.id.to_owned();
-    let mut container = create(ctx, args)?;
+    let (mut container, console) = create(ctx, args)?;
+    let relay = match console {
+        Some(console) => match console.relay() {
+            Ok(relay) => Some(relay),
+            Err(e) => {
+                let _ = container.delete(true);
+                return Err(e);
+            }
+        },
+        None => None,
+    };
     start_or_delete(ctx, &mut container)?;
     let init = container.pid().context("the container has no init pid")?;
     let code = crate::foreground::wait_for_init(init);
@@ -126,6 +154,9 @@ pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) 
         container
             .delete(true)
             .with_context(|| format!("delete container {id:?}"))?;
+    }
+    if let Some(relay) = relay {
+        relay.finish();
     }
     code
 }

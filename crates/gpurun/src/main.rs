@@ -16,6 +16,7 @@ mod prepare;
 mod seal;
 mod signals;
 mod state_root;
+mod terminal;
 mod validate;
 
 use std::path::PathBuf;

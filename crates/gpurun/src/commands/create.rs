@@ -19,6 +19,7 @@ pub fn create(ctx: &Ctx, args: Create) -> Result<()> {
             spec: None,
             slurm_gpus_by_default: false,
             output: None,
+            relay_terminal: false,
         },
     )?;
     Ok(())

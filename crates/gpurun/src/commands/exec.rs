@@ -6,6 +6,7 @@ use liboci_cli::Exec;
 use nix::sys::wait::{waitpid, WaitStatus};
 
 use crate::executor::GpurunExecutor;
+use crate::terminal::ConsoleSocket;
 use crate::{containers, Ctx};
 
 /// Runs a process in a running container; returns its exit code unless
@@ -45,17 +46,36 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
     if args.process.is_none() && args.command.is_empty() {
         anyhow::bail!("exec needs a command, or --process FILE with a process.json");
     }
+    // A terminal without a console socket, in the foreground: gpurun's
+    // own socket, and the master relayed to our stdin and stdout.
+    let wants_terminal = args.tty
+        || args.process.as_ref().is_some_and(|p| {
+            std::fs::read(p)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .is_some_and(|v| v["terminal"] == true)
+        });
+    let own_socket = container
+        .root
+        .join(format!("exec-terminal-{}.sock", std::process::id()));
+    let mut console_socket = args.console_socket.clone();
+    let mut console = None;
+    if wants_terminal && console_socket.is_none() && !args.detach {
+        console = Some(ConsoleSocket::bind(&own_socket)?);
+        console_socket = Some(own_socket.clone());
+    }
     let user = args.user.map(|(u, _)| u);
     let group = args.user.and_then(|(_, g)| g);
     let pid = ContainerBuilder::new(id.clone(), SyscallType::default())
         .with_executor(GpurunExecutor)
         .with_root_path(&ctx.root)?
-        .with_console_socket(args.console_socket.as_ref())
+        .with_console_socket(console_socket.as_ref())
         .with_pid_file(args.pid_file.as_ref())?
         .with_preserved_fds(args.preserve_fds)
         .validate_id()?
         .as_tenant()
         .with_detach(args.detach)
+        .with_tty(args.tty)
         .with_cwd(args.cwd.as_ref())
         .with_env(args.env.clone().into_iter().collect())
         .with_process(args.process.as_ref())
@@ -68,17 +88,25 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
         .with_ignore_paused(args.ignore_paused)
         .with_sub_cgroup(args.cgroup)
         .with_apparmor(args.apparmor)
-        .build()
-        .with_context(|| format!("exec in container {id:?}"))?;
+        .build();
+    if console.is_some() {
+        let _ = std::fs::remove_file(&own_socket);
+    }
+    let pid = pid.with_context(|| format!("exec in container {id:?}"))?;
     if args.detach {
         return Ok(0);
     }
-    loop {
+    let relay = console.map(ConsoleSocket::relay).transpose()?;
+    let code = loop {
         match waitpid(pid, None) {
-            Ok(WaitStatus::Exited(_, code)) => return Ok(code),
-            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(128 + signal as i32),
+            Ok(WaitStatus::Exited(_, code)) => break code,
+            Ok(WaitStatus::Signaled(_, signal, _)) => break 128 + signal as i32,
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e).context("wait for the exec'd process"),
         }
+    };
+    if let Some(relay) = relay {
+        relay.finish();
     }
+    Ok(code)
 }

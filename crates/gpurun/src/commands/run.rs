@@ -31,6 +31,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         spec: None,
         slurm_gpus_by_default: false,
         output: None,
+        relay_terminal: !args.detach,
     };
     finish(ctx, &args, launch_args)
 }
@@ -39,7 +40,7 @@ fn finish(ctx: &Ctx, args: &RunArgs, launch_args: LaunchArgs) -> Result<i32> {
     if !args.detach {
         return launch::run_foreground(ctx, launch_args, !args.no_subreaper, args.keep);
     }
-    let mut container = launch::create(ctx, launch_args)?;
+    let (mut container, _) = launch::create(ctx, launch_args)?;
     launch::start_or_delete(ctx, &mut container)?;
     Ok(0)
 }
@@ -97,6 +98,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         spec: Some(spec),
         slurm_gpus_by_default: args.gpus.is_none(),
         output: None,
+        relay_terminal: !args.detach,
     };
     finish(ctx, &args, launch_args)
 }

@@ -33,6 +33,10 @@ pub fn spec(args: liboci_cli::Spec) -> Result<()> {
             linux.set_resources(Some(resources));
         }
     }
+    // A shell on a terminal, as `runc spec` writes it.
+    if let Some(process) = spec.process_mut() {
+        process.set_terminal(Some(true));
+    }
     let text = serde_json::to_string_pretty(&spec)?;
     fs::write(&path, text + "\n").with_context(|| format!("write {}", path.display()))
 }

@@ -117,6 +117,7 @@ fn run_smi(
             detach: false,
             extra_env: &[],
             output: Some(out.into()),
+            relay_terminal: false,
             spec: None,
             slurm_gpus_by_default: false,
         },

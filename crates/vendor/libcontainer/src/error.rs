@@ -106,9 +106,9 @@ pub enum ErrInvalidSpec {
     IoPriority,
     #[error("invalid scheduler config for process: {0}")]
     Scheduler(String),
-    #[error("cannot allocate tty if youki will detach without setting console socket")]
+    #[error("cannot allocate a terminal for a detached container without --console-socket: pass one, or set process.terminal to false")]
     ConsoleSocketRequired,
-    #[error("cannot use console socket if youki will not detach or allocate tty")]
+    #[error("--console-socket needs process.terminal set to true")]
     InvalidConsoleSocket,
     #[error("idmapped mount requires bind mount")]
     MountIdmapNonBind,

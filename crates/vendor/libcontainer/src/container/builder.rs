@@ -355,7 +355,9 @@ impl ContainerBuilder {
         if requires_console_socket && !has_console_socket {
             Err(ErrInvalidSpec::ConsoleSocketRequired)?;
         }
-        if !requires_console_socket && has_console_socket {
+        // gpurun patch: a foreground container with a terminal takes a
+        // console socket too (gpurun's own, whose master it relays).
+        if !terminal && has_console_socket {
             Err(ErrInvalidSpec::InvalidConsoleSocket)?;
         }
         Ok(())
@@ -546,17 +548,11 @@ mod tests {
     }
 
     #[test]
-    fn test_check_terminal_err_terminal_true_with_socket_foreground() {
-        let err = make_builder(Some("/tmp/console.sock"))
+    fn test_check_terminal_ok_terminal_true_with_socket_foreground() {
+        // gpurun patch: gpurun relays a foreground container's terminal.
+        assert!(make_builder(Some("/tmp/console.sock"))
             .check_terminal(&make_spec(true), false)
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                LibcontainerError::InvalidSpec(ErrInvalidSpec::InvalidConsoleSocket)
-            ),
-            "unexpected error: {err}"
-        );
+            .is_ok());
     }
 
     #[test]

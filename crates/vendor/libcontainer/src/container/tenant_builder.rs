@@ -50,6 +50,7 @@ pub struct TenantContainerBuilder {
     capabilities: Vec<String>,
     process: Option<PathBuf>,
     detached: bool,
+    tty: bool,
     as_sibling: bool,
     additional_gids: Vec<u32>,
     user: Option<u32>,
@@ -149,6 +150,7 @@ impl TenantContainerBuilder {
             capabilities: Vec::new(),
             process: None,
             detached: false,
+            tty: false,
             as_sibling: false,
             additional_gids: vec![],
             user: None,
@@ -197,6 +199,13 @@ impl TenantContainerBuilder {
     /// the calling process
     pub fn as_sibling(mut self, as_sibling: bool) -> Self {
         self.as_sibling = as_sibling;
+        self
+    }
+
+    /// Gives the exec'd process a terminal (`exec -t`; gpurun patch: the
+    /// flag was never passed on).
+    pub fn with_tty(mut self, tty: bool) -> Self {
+        self.tty = tty;
         self
     }
 
@@ -415,7 +424,8 @@ impl TenantContainerBuilder {
                 .unwrap_or_default();
             let mut process_builder = ProcessBuilder::default()
                 .args(self.get_args()?)
-                .env(self.get_environment(spec_env));
+                .env(self.get_environment(spec_env))
+                .terminal(self.tty);
             if let Some(cwd) = self.get_working_dir()? {
                 process_builder = process_builder.cwd(cwd);
             }
