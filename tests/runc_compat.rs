@@ -461,3 +461,113 @@ sys.exit(os.waitstatus_to_exitcode(status))\n";
     rt.run(["delete", "--force", &id]);
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
 }
+
+fn seccomp(bundle: &Bundle, profile: serde_json::Value, no_new_privileges: bool) {
+    bundle.edit(|c| {
+        c["process"]["noNewPrivileges"] = json!(no_new_privileges);
+        c["linux"]["seccomp"] = profile;
+    });
+}
+
+/// Seccomp as runc loads it: with `noNewPrivileges: false` (loaded while
+/// the capabilities are still held), SCMP_CMP_MASKED_EQ as
+/// (argument & value) == valueTwo, and SCMP_ACT_NOTIFY handing the
+/// listener at listenerPath the notify descriptor and the state.
+#[test]
+fn seccomp_rules_notify_and_no_new_privileges_false() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let mode_arg = |names: &[&str], index: u32| {
+        json!({"names": names, "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+               "args": [{"index": index, "value": 0o4000, "valueTwo": 0o4000, "op": "SCMP_CMP_MASKED_EQ"}]})
+    };
+    for nnp in [false, true] {
+        seccomp(
+            &bundle,
+            json!({
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "architectures": ["SCMP_ARCH_X86_64"],
+                "syscalls": [
+                    {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
+                    mode_arg(&["chmod", "fchmod"], 1),
+                    mode_arg(&["fchmodat"], 2),
+                ]
+            }),
+            nnp,
+        );
+        bundle.set_args(&[
+            "sh",
+            "-c",
+            "mkdir /dev/shm/d 2>/dev/null || echo mkdir-refused; touch /dev/shm/f; \
+             chmod 755 /dev/shm/f && echo chmod-755-allowed; \
+             chmod 4755 /dev/shm/f 2>/dev/null || echo chmod-4755-refused",
+        ]);
+        let out = rt.run([
+            "run",
+            "--bundle",
+            bundle.dir.to_str().unwrap(),
+            &unique("seccomp"),
+        ]);
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            ["mkdir-refused", "chmod-755-allowed", "chmod-4755-refused"],
+            "noNewPrivileges={nnp}: {}",
+            out.stderr
+        );
+    }
+
+    // SCMP_ACT_NOTIFY: the listener gets the descriptor and the state; once
+    // it closes the descriptor, the notified call fails with ENOSYS.
+    let scratch = Scratch::new("listener");
+    let socket = scratch.path().join("seccomp.sock");
+    let got = scratch.path().join("got");
+    let listener = "import array, os, socket, sys\n\
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+s.bind(sys.argv[1]); s.listen(1)\n\
+open(sys.argv[2] + '.ready', 'w').close()\n\
+c, _ = s.accept()\n\
+fds = array.array('i')\n\
+msg, anc, _, _ = c.recvmsg(65536, socket.CMSG_LEN(16))\n\
+for level, kind, data in anc:\n    if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:\n        fds.frombytes(data[:len(data) - len(data) % 4])\n\
+open(sys.argv[2], 'w').write('fds=%d %s' % (len(fds), msg.decode()))\n\
+[os.close(fd) for fd in fds]\n";
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(listener)
+        .arg(&socket)
+        .arg(&got)
+        .spawn()
+        .unwrap();
+    let ready = got.with_extension("ready");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    seccomp(
+        &bundle,
+        json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "listenerPath": socket,
+            "listenerMetadata": "from-the-spec",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]
+        }),
+        false,
+    );
+    bundle.set_args(&[
+        "sh",
+        "-c",
+        "mkdir /dev/shm/n 2>/dev/null || echo notified-and-refused",
+    ]);
+    let id = unique("notify");
+    let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.stdout.trim(), "notified-and-refused", "{}", out.stderr);
+    let got = fs::read_to_string(&got).unwrap();
+    assert!(got.starts_with("fds=1 "), "{got}");
+    let state: serde_json::Value = serde_json::from_str(got.trim_start_matches("fds=1 ")).unwrap();
+    assert_eq!(state["metadata"], "from-the-spec");
+    assert_eq!(state["state"]["id"], id.as_str());
+}

@@ -235,11 +235,21 @@ pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
 
                         for arg in args {
                             let index = arg.index() as u32;
-                            let comparator = ScmpArgCompare::new(
-                                index,
-                                translate_op(arg.op(), arg.value_two()),
-                                arg.value(),
-                            );
+                            // gpurun patch: SCMP_CMP_MASKED_EQ is
+                            // (argument & value) == valueTwo, as runc and
+                            // libseccomp read it; mask and datum were swapped.
+                            let comparator = match arg.op() {
+                                LinuxSeccompOperator::ScmpCmpMaskedEq => ScmpArgCompare::new(
+                                    index,
+                                    ScmpCompareOp::MaskedEqual(arg.value()),
+                                    arg.value_two().unwrap_or(0),
+                                ),
+                                op => ScmpArgCompare::new(
+                                    index,
+                                    translate_op(op, arg.value_two()),
+                                    arg.value(),
+                                ),
+                            };
                             if !seen.insert(index) {
                                 has_duplicate_index = true;
                             }

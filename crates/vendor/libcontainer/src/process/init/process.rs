@@ -388,7 +388,10 @@ pub fn container_init_process(
     // as close to exec as possible.
     #[cfg(feature = "libseccomp")]
     if let Some(seccomp) = ctx.linux.seccomp() {
-        if ctx.process.no_new_privileges().is_none() {
+        // gpurun patch: `noNewPrivileges: false` is "not set" too; it
+        // went to the late load, after the capabilities were dropped, and
+        // failed with EACCES.
+        if ctx.process.no_new_privileges() != Some(true) {
             let notify_fd = seccomp::initialize_seccomp(seccomp).map_err(|err| {
                 tracing::error!(?err, "failed to initialize seccomp");
                 err
@@ -435,7 +438,7 @@ pub fn container_init_process(
     // notify socket will still need network related syscalls.
     #[cfg(feature = "libseccomp")]
     if let Some(seccomp) = ctx.linux.seccomp() {
-        if ctx.process.no_new_privileges().is_some() {
+        if ctx.process.no_new_privileges() == Some(true) {
             let notify_fd = seccomp::initialize_seccomp(seccomp).map_err(|err| {
                 tracing::error!(?err, "failed to initialize seccomp");
                 err
