@@ -97,6 +97,14 @@ pub fn apply(
     if userns {
         applied.device_mode = "bind";
         for node in &plan.device_nodes {
+            // A DRM card node is often the video group's alone, while its
+            // render node is open to all: one this user cannot open is left
+            // out (graphics work through the render node). Any other node
+            // the user cannot open is an error the runtime names.
+            if node.path.starts_with("/dev/dri/") && !can_open(&node.host_path) {
+                tracing::debug!("{} left out: this user cannot open it", node.path);
+                continue;
+            }
             mounts.push(bind(
                 &node.host_path,
                 Path::new(&node.path),
@@ -351,6 +359,14 @@ fn shared_file(
         let _ = fs::remove_file(&tmp);
     }
     written.map(|()| file)
+}
+
+/// Whether this process may open `path` for reading and writing.
+fn can_open(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes())
+        // SAFETY: a NUL-terminated path; access touches nothing.
+        .is_ok_and(|p| unsafe { libc::access(p.as_ptr(), libc::R_OK | libc::W_OK) } == 0)
 }
 
 /// Sets `KEY=VALUE` entries in the container's environment, replacing any
