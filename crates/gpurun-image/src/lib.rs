@@ -2,6 +2,7 @@
 //! save` archive, unpacked into a directory with every digest checked and
 //! no write outside it.
 
+pub mod registry;
 pub mod source;
 pub mod unpack;
 
@@ -33,9 +34,9 @@ pub enum Progress<'a> {
 
 /// Reads an image and resolves its layers, checking the digests of its
 /// index, manifest and config.
-pub fn open(image: &Path) -> Result<(source::Store, Image)> {
+pub fn open(image: &Path, tag: Option<&str>) -> Result<(source::Store, Image)> {
     let store = source::Store::open(image)?;
-    let resolved = source::resolve(&store)?;
+    let resolved = source::resolve(&store, tag)?;
     Ok((store, resolved))
 }
 

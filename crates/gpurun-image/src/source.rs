@@ -78,9 +78,9 @@ impl Store {
         );
         for entry in archive
             .entries()
-            .with_context(|| format!("{} is not a tar archive", path.display()))?
+            .with_context(|| format!("{} is not an image: give an OCI layout directory, an OCI archive or a docker save archive (docker://HOST/NAME:TAG for a registry)", path.display()))?
         {
-            let entry = entry.with_context(|| format!("read archive {}", path.display()))?;
+            let entry = entry.with_context(|| format!("{} is not an image: give an OCI layout directory, an OCI archive or a docker save archive", path.display()))?;
             if entry.header().entry_type().is_file() {
                 let name = entry.path()?.to_string_lossy().into_owned();
                 if let Some(name) = clean_relative(&name) {
@@ -173,6 +173,18 @@ struct Descriptor {
     digest: String,
     size: Option<u64>,
     platform: Option<Platform>,
+    #[serde(default)]
+    annotations: HashMap<String, String>,
+}
+
+impl Descriptor {
+    /// The name an OCI layout gives this image (`latest`, or a whole
+    /// reference for gpurun's cache).
+    fn ref_name(&self) -> Option<&str> {
+        self.annotations
+            .get(crate::registry::REF_NAME)
+            .map(String::as_str)
+    }
 }
 
 #[derive(Deserialize)]
@@ -202,7 +214,7 @@ struct DockerEntry {
 
 /// `sha256:<64 hex>`, the only digest gpurun verifies; anything else is
 /// refused rather than trusted unchecked.
-fn check_digest(digest: &str) -> Result<&str> {
+pub fn check_digest(digest: &str) -> Result<&str> {
     match digest.strip_prefix("sha256:") {
         Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(hex),
         _ => bail!("unsupported digest {digest:?}: gpurun verifies sha256 digests only"),
@@ -222,10 +234,42 @@ fn host_arch() -> &'static str {
 }
 
 /// Finds the image in a store: OCI (index.json) or docker-save
-/// (manifest.json).
-pub fn resolve(store: &Store) -> Result<Image> {
+/// (manifest.json). In an OCI layout that names several images, `tag`
+/// picks one by its `org.opencontainers.image.ref.name`.
+pub fn resolve(store: &Store, tag: Option<&str>) -> Result<Image> {
     if store.exists("index.json") {
         let mut index: Index = store.read_json("index.json")?;
+        let names: Vec<String> = {
+            let mut names: Vec<String> = index
+                .manifests
+                .iter()
+                .filter_map(|d| d.ref_name().map(str::to_owned))
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        };
+        match tag {
+            Some(tag) => {
+                index.manifests.retain(|d| d.ref_name() == Some(tag));
+                if index.manifests.is_empty() {
+                    bail!(
+                        "the layout has no image tagged {tag:?}; it has {}",
+                        if names.is_empty() {
+                            "no tags".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    );
+                }
+            }
+            None if names.len() > 1 => bail!(
+                "the layout holds {} images ({}): pick one with oci://DIR:TAG",
+                names.len(),
+                names.join(", ")
+            ),
+            None => {}
+        }
         // Follow nested indexes (multi-platform images) to one manifest.
         for _ in 0..4 {
             let pick = index
@@ -320,7 +364,7 @@ pub fn resolve(store: &Store) -> Result<Image> {
             layers,
         });
     }
-    bail!("not an image: no index.json (OCI layout or archive) and no manifest.json (docker save archive)")
+    bail!("not an image: it has no index.json (OCI layout or archive) and no manifest.json (docker save archive)")
 }
 
 /// Counts bytes and hashes them as they pass.

@@ -89,11 +89,14 @@ pub enum Command {
     Spec(liboci_cli::Spec),
     /// Print container events and statistics
     Events(crate::commands::events::EventsArgs),
-    /// Unpack an OCI layout, OCI archive or docker-save archive into a bundle
+    /// Unpack an image (a registry's, an OCI layout, an OCI archive or a
+    /// docker-save archive) into a bundle
     Import {
-        /// The image: an OCI layout directory, an OCI archive or a docker save archive
+        /// The image: docker://HOST/NAME:TAG (a registry), oci://DIR[:TAG]
+        /// (an OCI layout, one of its tags), or the path of an OCI layout
+        /// directory, an OCI archive or a docker save archive
         #[arg(required_unless_present = "remove")]
-        image: Option<PathBuf>,
+        image: Option<String>,
         /// Remove a bundle that import made (its files may belong to your
         /// subordinate ids, which only gpurun's user namespace can delete)
         #[arg(long)]
@@ -179,7 +182,8 @@ pub struct RunArgs {
     /// Keep container's state directory and cgroup after the container exits
     #[arg(long)]
     pub keep: bool,
-    /// Detach from the container process
+    /// Detach from the container process (with --rootfs: print the id,
+    /// discard the output, delete the container when it exits)
     #[arg(short, long)]
     pub detach: bool,
 

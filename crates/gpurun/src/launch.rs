@@ -125,9 +125,18 @@ fn run_poststop_hooks_after_failed_create(id: &str, prepared: &prepare::Prepared
     );
 }
 
+/// What `run_foreground` writes to `started` once the container runs.
+pub const STARTED: &[u8] = b"started\n";
+
 /// Creates, starts and waits for a container in the foreground; deletes it
 /// afterwards unless `keep`. Returns its exit code (128+N for signal N).
-pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) -> Result<i32> {
+pub fn run_foreground(
+    ctx: &Ctx,
+    args: LaunchArgs,
+    subreaper: bool,
+    keep: bool,
+    started: Option<&mut std::fs::File>,
+) -> Result<i32> {
     // Before any child exists, so no SIGCHLD can be lost.
     crate::foreground::block_signals()?;
     if subreaper {
@@ -148,6 +157,10 @@ pub fn run_foreground(ctx: &Ctx, args: LaunchArgs, subreaper: bool, keep: bool) 
         None => None,
     };
     start_or_delete(ctx, &mut container)?;
+    if let Some(started) = started {
+        use std::io::Write;
+        let _ = started.write_all(STARTED);
+    }
     let init = container.pid().context("the container has no init pid")?;
     let code = crate::foreground::wait_for_init(init);
     if !keep {

@@ -17,7 +17,86 @@ use gpurun_image::{Progress, Stats};
 use crate::adhoc::{self, AdhocOptions};
 use crate::idmap::{map_helpers, UserIds};
 
-pub fn import(image: &Path, output: &Path) -> Result<i32> {
+/// The image config an import keeps beside the rootfs.
+pub const IMAGE_CONFIG: &str = "image-config.json";
+
+/// What an imported image says a container runs with (`run --rootfs
+/// DIR/rootfs` reads it from DIR/image-config.json).
+#[derive(Debug, Default)]
+pub struct ImageDefaults {
+    pub command: Vec<String>,
+    pub env: Vec<String>,
+    pub workdir: Option<String>,
+}
+
+impl ImageDefaults {
+    /// The defaults of the image imported at `rootfs`'s parent, if any.
+    pub fn beside(rootfs: &Path) -> Result<Option<ImageDefaults>> {
+        let Some(path) = rootfs.parent().map(|d| d.join(IMAGE_CONFIG)) else {
+            return Ok(None);
+        };
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+        };
+        let config: serde_json::Value = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not an image config", path.display()))?;
+        Ok(Some(ImageDefaults::from_config(&config)))
+    }
+
+    fn from_config(config: &serde_json::Value) -> ImageDefaults {
+        let c = &config["config"];
+        let strings = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut command = strings(&c["Entrypoint"]);
+        command.extend(strings(&c["Cmd"]));
+        ImageDefaults {
+            command,
+            env: strings(&c["Env"]),
+            workdir: c["WorkingDir"]
+                .as_str()
+                .filter(|w| w.starts_with('/'))
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// Where an import reads from.
+enum ImageSource {
+    /// A registry's image, pulled into the local cache first.
+    Registry(String),
+    /// A path, and the tag of one image in an OCI layout.
+    Path(PathBuf, Option<String>),
+}
+
+fn image_source(text: &str) -> Result<ImageSource> {
+    if let Some(reference) = text.strip_prefix("docker://") {
+        return Ok(ImageSource::Registry(reference.to_owned()));
+    }
+    if let Some(rest) = text.strip_prefix("oci://") {
+        // oci://DIR:TAG; a tag has no '/'.
+        return Ok(match rest.rsplit_once(':') {
+            Some((dir, tag)) if !tag.is_empty() && !tag.contains('/') => {
+                ImageSource::Path(dir.into(), Some(tag.to_owned()))
+            }
+            _ => ImageSource::Path(rest.into(), None),
+        });
+    }
+    if let Some((scheme, _)) = text.split_once("://") {
+        bail!("{text:?}: unknown source {scheme}://; use docker://HOST/NAME:TAG, oci://DIR[:TAG] or a path");
+    }
+    Ok(ImageSource::Path(text.into(), None))
+}
+
+pub fn import(image: &str, output: &Path) -> Result<i32> {
     let made_dir = match fs::create_dir(output) {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -35,11 +114,12 @@ pub fn import(image: &Path, output: &Path) -> Result<i32> {
         }
         Err(e) => return Err(e).with_context(|| format!("create {}", output.display())),
     };
-    let result = import_into(image, output);
+    let result = image_source(image).and_then(|source| import_into(&source, image, output));
     if result.is_err() {
         // Only what this import made goes.
         let _ = remove_tree(&output.join("rootfs"));
         let _ = fs::remove_file(output.join("config.json"));
+        let _ = fs::remove_file(output.join(IMAGE_CONFIG));
         if made_dir {
             let _ = fs::remove_dir(output);
         }
@@ -47,16 +127,23 @@ pub fn import(image: &Path, output: &Path) -> Result<i32> {
     result.map(|_| 0)
 }
 
-fn import_into(image: &Path, output: &Path) -> Result<()> {
+fn import_into(source: &ImageSource, image: &str, output: &Path) -> Result<()> {
     let started = std::time::Instant::now();
-    let (store, resolved) = gpurun_image::open(image)?;
+    let (store, resolved) = match source {
+        ImageSource::Path(path, tag) => gpurun_image::open(path, tag.as_deref())?,
+        ImageSource::Registry(reference) => {
+            let cache = gpurun_image::registry::default_cache();
+            let name = pull_reporting(reference, &cache)?;
+            gpurun_image::open(&cache, Some(&name))?
+        }
+    };
     let rootfs = output.join("rootfs");
     fs::create_dir(&rootfs).with_context(|| format!("create {}", rootfs.display()))?;
     let root = nix::unistd::geteuid().is_root();
     let user = (!root).then(UserIds::current);
     eprintln!(
         "importing {} ({}, {} layers) into {}",
-        image.display(),
+        image,
         resolved.format,
         resolved.layers.len(),
         output.display()
@@ -73,6 +160,11 @@ fn import_into(image: &Path, output: &Path) -> Result<()> {
         })?,
     };
     write_config(&resolved.config, output, &rootfs, user.as_ref())?;
+    // The image's own config, for `run --rootfs DIR/rootfs` without a
+    // command: its entrypoint, environment and working directory.
+    let image_config = output.join(IMAGE_CONFIG);
+    fs::write(&image_config, serde_json::to_vec_pretty(&resolved.config)?)
+        .with_context(|| format!("write {}", image_config.display()))?;
     eprintln!(
         "imported in {:.1}s: {} files, {} dirs, {} symlinks, {} hard links, {} whiteouts{}{}",
         started.elapsed().as_secs_f64(),
@@ -99,6 +191,67 @@ fn import_into(image: &Path, output: &Path) -> Result<()> {
         },
     );
     Ok(())
+}
+
+/// Pulls from a registry into the cache, with a progress bar per blob on a
+/// terminal and plain lines otherwise. Returns the image's name in the cache.
+fn pull_reporting(reference: &str, cache: &Path) -> Result<String> {
+    use gpurun_image::registry::PullProgress;
+    let tty = std::io::stderr().is_terminal();
+    let mut current = String::new();
+    let (mut got, mut size) = (0u64, 0u64);
+    let mut fetched = 0usize;
+    let mut report = |p: PullProgress| match p {
+        PullProgress::Blob {
+            index,
+            count,
+            digest,
+            size: s,
+            have,
+        } => {
+            let short: String = digest.chars().take(19).collect();
+            current = format!("blob {}/{count} {short}", index + 1);
+            size = s;
+            got = have;
+            if have >= s && s > 0 {
+                current.push_str(" cached");
+            } else {
+                fetched += 1;
+                if have > 0 {
+                    current.push_str(&format!(" resuming at {:.1} MiB", have as f64 / 1048576.0));
+                }
+            }
+            if tty {
+                eprint!("\r\x1b[K{current} ...");
+            }
+        }
+        PullProgress::Bytes(n) => {
+            got += n;
+            if tty {
+                let bar = 24u64;
+                let filled = (got * bar).checked_div(size).unwrap_or(0).min(bar) as usize;
+                eprint!(
+                    "\r\x1b[K{current} [{}{}] {:.1}/{:.1} MiB",
+                    "#".repeat(filled),
+                    " ".repeat(24 - filled),
+                    got as f64 / 1048576.0,
+                    size as f64 / 1048576.0
+                );
+            }
+        }
+        PullProgress::Done { .. } => {
+            let line = format!("{current} done, {:.1} MiB", got as f64 / 1048576.0);
+            if tty {
+                eprintln!("\r\x1b[K{line}");
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    };
+    eprintln!("pulling docker://{reference} into {}", cache.display());
+    let name = gpurun_image::registry::pull(reference, cache, &mut report)?;
+    eprintln!("pulled {name} ({fetched} blobs fetched, the rest cached)");
+    Ok(name)
 }
 
 /// Unpacks with a progress bar on a terminal and plain lines otherwise.
@@ -319,23 +472,14 @@ fn write_config(
     rootfs: &Path,
     user: Option<&UserIds>,
 ) -> Result<()> {
-    let c = &config["config"];
-    let strings = |v: &serde_json::Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut command = strings(&c["Entrypoint"]);
-    command.extend(strings(&c["Cmd"]));
+    let defaults = ImageDefaults::from_config(config);
+    let mut command = defaults.command;
     if command.is_empty() {
         command.push("sh".to_owned());
     }
-    let env = strings(&c["Env"]);
-    let workdir = c["WorkingDir"].as_str().filter(|w| w.starts_with('/'));
+    let env = defaults.env;
+    let workdir = defaults.workdir.as_deref();
+    let c = &config["config"];
     let spec = adhoc::make_spec(&AdhocOptions {
         rootfs: Path::new("rootfs"),
         command: &command,

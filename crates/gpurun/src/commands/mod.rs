@@ -49,10 +49,9 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
             output,
             ..
         } => import::remove(&output),
-        Command::Import { image, output, .. } => import::import(
-            image.as_deref().unwrap_or(std::path::Path::new("")),
-            &output,
-        ),
+        Command::Import { image, output, .. } => {
+            import::import(image.as_deref().unwrap_or_default(), &output)
+        }
         Command::Setup(args) => setup::setup(args),
         Command::Doctor { gpu } => doctor::doctor(ctx, gpu),
         Command::Gpu(crate::cli::GpuCommand::Verify { rootfs, gpus }) => {

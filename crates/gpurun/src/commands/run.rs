@@ -5,6 +5,7 @@ use gpurun_gpu::in_root::Rootfs;
 
 use crate::adhoc::{self, AdhocOptions};
 use crate::cli::RunArgs;
+use crate::commands::import::ImageDefaults;
 use crate::idmap::UserIds;
 use crate::launch::{self, LaunchArgs};
 use crate::Ctx;
@@ -38,7 +39,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
 
 fn finish(ctx: &Ctx, args: &RunArgs, launch_args: LaunchArgs) -> Result<i32> {
     if !args.detach {
-        return launch::run_foreground(ctx, launch_args, !args.no_subreaper, args.keep);
+        return launch::run_foreground(ctx, launch_args, !args.no_subreaper, args.keep, None);
     }
     let (mut container, _) = launch::create(ctx, launch_args)?;
     launch::start_or_delete(ctx, &mut container)?;
@@ -57,11 +58,19 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         .iter()
         .map(|v| adhoc::parse_volume(v))
         .collect::<Result<Vec<_>>>()?;
-    // The terminal type follows the user in; -e can still override it.
-    let mut env: Vec<String> = std::env::var("TERM")
-        .map(|t| format!("TERM={t}"))
-        .into_iter()
-        .collect();
+    // An imported image's own entrypoint, environment and working
+    // directory (import keeps its config beside the rootfs).
+    let image = ImageDefaults::beside(&rootfs)?.unwrap_or_default();
+    let command = if args.command.is_empty() {
+        image.command.clone()
+    } else {
+        args.command.clone()
+    };
+    let workdir = args.workdir.clone().or(image.workdir.clone());
+    // The image's environment, then the terminal type that follows the
+    // user in, then -e.
+    let mut env: Vec<String> = image.env.clone();
+    env.extend(std::env::var("TERM").map(|t| format!("TERM={t}")));
     env.extend(adhoc::resolve_env(&args.env, |k| std::env::var(k).ok())?);
     let user = (!nix::unistd::geteuid().is_root()).then(UserIds::current);
     let host_network = !args.private_network;
@@ -72,9 +81,9 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     };
     let spec = adhoc::make_spec(&AdhocOptions {
         rootfs: &rootfs,
-        command: &args.command,
+        command: &command,
         env: &env,
-        workdir: args.workdir.as_deref(),
+        workdir: workdir.as_deref(),
         volumes: &volumes,
         user: user.as_ref(),
         keep_uid: args.keep_uid,
@@ -100,7 +109,80 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         output: None,
         relay_terminal: !args.detach,
     };
+    if args.detach && !args.keep {
+        return run_detached_and_deleted(ctx, launch_args);
+    }
     finish(ctx, &args, launch_args)
+}
+
+/// `run -d --rootfs`: the id was made up here and nobody else will delete
+/// the container, so a supervisor process (in a session of its own) runs it
+/// as `run` would, and deletes it when it exits. The id is printed once the
+/// container runs; a failure before that is this command's error.
+fn run_detached_and_deleted(ctx: &Ctx, mut launch_args: LaunchArgs) -> Result<i32> {
+    use nix::unistd::{fork, ForkResult};
+    use std::io::{Read, Write};
+    let id = launch_args.id.to_owned();
+    let (reader, writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    // SAFETY: gpurun runs no other threads here; the child runs the
+    // container and leaves with _exit.
+    match unsafe { fork() }? {
+        ForkResult::Child => {
+            drop(reader);
+            let _ = nix::unistd::setsid();
+            // Nothing of the caller's stays open: `id=$(gpurun run -d ...)`
+            // returns once the id is printed, as with docker run -d.
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                use std::os::fd::AsRawFd;
+                for fd in 0..3 {
+                    // SAFETY: dup2 onto the standard descriptors only.
+                    unsafe { libc::dup2(null.as_raw_fd(), fd) };
+                }
+            }
+            let mut writer = std::fs::File::from(writer);
+            launch_args.detach = false;
+            launch_args.relay_terminal = false;
+            let code =
+                match launch::run_foreground(ctx, launch_args, true, false, Some(&mut writer)) {
+                    Ok(code) => code,
+                    Err(e) => {
+                        let _ = writer.write_all(format!("{}\n", crate::one_line(&e)).as_bytes());
+                        1
+                    }
+                };
+            drop(writer);
+            // SAFETY: ends the supervisor without the parent's exit path.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { .. } => {
+            drop(writer);
+            // One line: "started", or the reason it did not (the pipe stays
+            // open while the container runs).
+            let mut text = Vec::new();
+            let mut reader = std::fs::File::from(reader);
+            let mut byte = [0u8; 1];
+            while reader.read(&mut byte).unwrap_or(0) == 1 {
+                text.push(byte[0]);
+                if byte[0] == b'\n' {
+                    break;
+                }
+            }
+            let text = String::from_utf8_lossy(&text).into_owned();
+            if text.as_bytes().starts_with(launch::STARTED) {
+                println!("{id}");
+                return Ok(0);
+            }
+            let reason = text
+                .lines()
+                .next()
+                .unwrap_or("the container ended before it started");
+            anyhow::bail!("{reason}");
+        }
+    }
 }
 
 /// Which of `paths` are regular files in the image (not symlinks), so that

@@ -123,6 +123,7 @@ fn run_smi(
         },
         true,
         false,
+        None,
     )?;
     Ok((code, fs::read_to_string(&out_path).unwrap_or_default()))
 }

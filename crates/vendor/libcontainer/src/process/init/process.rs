@@ -209,6 +209,21 @@ pub fn container_init_process(
     }
 
     if matches!(args.container_type, ContainerType::InitContainer) {
+        // gpurun patch: runc makes a missing process.cwd (0755) before the
+        // root goes read-only; this runs after pivot_root, so the path
+        // cannot leave the container's root.
+        let cwd = ctx.process.cwd();
+        if cwd.is_absolute() && !cwd.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(cwd)
+                .map_err(|err| {
+                    tracing::error!(?err, ?cwd, "failed to create cwd");
+                    InitProcessError::Io(err)
+                })?;
+        }
         if ctx.rootfs_ro {
             let current_flags = statfs("/")
                 .map_err(|err| {
