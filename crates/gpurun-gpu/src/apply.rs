@@ -84,6 +84,22 @@ pub fn apply(
     shared: &Path,
     on_step: &mut dyn FnMut(u8, &Applied),
 ) -> Result<Applied> {
+    let bind_nodes = has_user_namespace(spec);
+    apply_with(spec, plan, rootfs, work_dir, shared, bind_nodes, on_step)
+}
+
+/// `apply`, with the host's device nodes bind-mounted (`bind_nodes`) or
+/// made with mknod, whatever the spec's namespaces. An LXC mount hook binds
+/// them even for a privileged container: its /dev may be the image's own.
+pub fn apply_with(
+    spec: &mut Spec,
+    plan: &Plan,
+    rootfs: &Path,
+    work_dir: &Path,
+    shared: &Path,
+    bind_nodes: bool,
+    on_step: &mut dyn FnMut(u8, &Applied),
+) -> Result<Applied> {
     let mut applied = Applied::default();
     let userns = has_user_namespace(spec);
     let spec_mounts: Vec<Mount> = spec.mounts().clone().unwrap_or_default();
@@ -94,7 +110,7 @@ pub fn apply(
     // mknod; the device cgroup must then allow them, or they open with
     // EPERM. In a user namespace mknod is not allowed: bind the host nodes.
     let linux = spec.linux_mut().get_or_insert_with(Default::default);
-    if userns {
+    if bind_nodes {
         applied.device_mode = "bind";
         for node in &plan.device_nodes {
             // A DRM card node is often the video group's alone, while its

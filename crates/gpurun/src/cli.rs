@@ -105,8 +105,11 @@ pub enum Command {
         #[arg(short, long, value_name = "DIR")]
         output: PathBuf,
     },
-    /// Register gpurun in containerd's, Docker's or Podman's config
+    /// Register gpurun in containerd's, Docker's, Podman's or LXC's config
     Setup(crate::commands::setup::SetupArgs),
+    /// LXC mount hook (lxc.hook.mount = gpurun lxc-hook): GPUs for an LXC
+    /// container from NVIDIA_* in its lxc.environment
+    LxcHook(crate::commands::lxc_hook::LxcHookArgs),
     /// Check whether this user can run containers and GPU containers here
     Doctor {
         /// Also exit non-zero when a GPU container would get no GPU

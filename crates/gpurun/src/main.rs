@@ -55,7 +55,9 @@ fn main() {
     };
     // doctor reports a broken state directory instead of stopping at it.
     let state = match cli.command {
-        cli::Command::Doctor { .. } | cli::Command::Import { .. } => Ok(PathBuf::new()),
+        cli::Command::Doctor { .. } | cli::Command::Import { .. } | cli::Command::LxcHook(_) => {
+            Ok(PathBuf::new())
+        }
         _ => state_root::resolve(cli.global.root.as_deref()),
     };
     let result = state.and_then(|root| {

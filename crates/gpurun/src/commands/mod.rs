@@ -10,6 +10,7 @@ pub mod gpu;
 pub mod import;
 pub mod kill;
 pub mod list;
+pub mod lxc_hook;
 pub mod pause;
 pub mod ps;
 pub mod resume;
@@ -52,7 +53,8 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Import { image, output, .. } => {
             import::import(image.as_deref().unwrap_or_default(), &output)
         }
-        Command::Setup(args) => setup::setup(args),
+        Command::Setup(args) => setup::setup(args, &ctx.global),
+        Command::LxcHook(args) => lxc_hook::lxc_hook(ctx, args),
         Command::Doctor { gpu } => doctor::doctor(ctx, gpu),
         Command::Gpu(crate::cli::GpuCommand::Verify { rootfs, gpus }) => {
             verify::verify(ctx, rootfs, &gpus)

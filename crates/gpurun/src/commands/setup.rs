@@ -1,6 +1,6 @@
-//! `gpurun setup containerd|docker|podman`: registers gpurun in the
+//! `gpurun setup containerd|docker|podman|lxc`: registers gpurun in the
 //! engine's own config file, in the spirit of `nvidia-ctk runtime
-//! configure`. Every other setting is kept, a second run changes nothing,
+//! configure` (for LXC: gpurun's hooks in the default container config). Every other setting is kept, a second run changes nothing,
 //! and a changed file is backed up first.
 
 use std::fs;
@@ -16,6 +16,7 @@ pub enum Engine {
     Containerd,
     Docker,
     Podman,
+    Lxc,
 }
 
 #[derive(clap::Args, Debug)]
@@ -142,6 +143,107 @@ pub fn edit_podman(text: &str, name: &str, binary: &str, default: bool) -> Resul
     Ok(doc.to_string())
 }
 
+/// The comment that opens gpurun's lines in an LXC config.
+const LXC_MARK: &str = "# GPUs through gpurun (gpurun setup lxc): set NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES with lxc.environment";
+
+/// An LXC config (`default.conf` or a container's own): gpurun's mount and
+/// start-host hooks, in place of NVIDIA's `hooks/nvidia`. On cgroup v2 a
+/// hook cannot widen LXC's device program, so `v2_majors` (the NVIDIA
+/// device majors) get allow lines; on v1 the start-host hook allows the
+/// container's own GPU nodes only.
+pub fn edit_lxc(text: &str, command: &str, v2_majors: &[u32]) -> String {
+    let hook = format!("{command} lxc-hook");
+    let ours: Vec<String> = std::iter::once(LXC_MARK.to_owned())
+        .chain(["mount", "start-host"].map(|t| format!("lxc.hook.{t} = {hook}")))
+        .chain(
+            v2_majors
+                .iter()
+                .map(|m| format!("lxc.cgroup2.devices.allow = c {m}:* rwm")),
+        )
+        .collect();
+    // Earlier gpurun lines (any binary) and NVIDIA's hook make way.
+    let is_old = |line: &str| {
+        let trimmed = line.trim();
+        let value = trimmed.split_once('=').map(|(_, v)| v.trim()).unwrap_or("");
+        trimmed == LXC_MARK
+            || (trimmed.starts_with("lxc.hook.")
+                && (value.ends_with(" lxc-hook") || value.ends_with("/hooks/nvidia")))
+            || ours.iter().any(|o| o == trimmed)
+    };
+    let mut kept: Vec<&str> = text.lines().filter(|l| !is_old(l)).collect();
+    while kept.last().is_some_and(|l| l.trim().is_empty()) {
+        kept.pop();
+    }
+    let mut out = String::new();
+    for line in kept {
+        out.push_str(line);
+        out.push('\n');
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    for line in ours {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The hook's command line: the binary and the driver-location flags
+/// given to setup (the hook takes no GPURUN_* variables). LXC runs it
+/// through sh, so only plain paths are taken.
+fn lxc_hook_command(binary: &str, global: &crate::cli::GlobalFlags) -> Result<String> {
+    let mut command = binary.to_owned();
+    for (flag, value) in [
+        ("--driver-root", &global.driver_root),
+        ("--dev-root", &global.dev_root),
+        ("--proc-root", &global.proc_root),
+    ] {
+        if let Some(path) = value {
+            command.push_str(&format!(" {flag} {}", path.display()));
+        }
+    }
+    if !command
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b" /-_.+@:,".contains(&b))
+    {
+        bail!("{command}: LXC runs hooks through sh; use paths without spaces, quotes or shell characters");
+    }
+    Ok(command)
+}
+
+/// The majors of NVIDIA's character devices, where cgroup v2 is the only
+/// hierarchy with a devices controller (no v1 `devices` mount).
+fn lxc_v2_device_majors() -> Vec<u32> {
+    let v1_devices = fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| {
+        m.lines().any(|l| {
+            l.split_once(" - ").is_some_and(|(_, rest)| {
+                let mut f = rest.split(' ');
+                f.next() == Some("cgroup")
+                    && f.nth(1)
+                        .is_some_and(|o| o.split(',').any(|o| o == "devices"))
+            })
+        })
+    });
+    if v1_devices {
+        return Vec::new();
+    }
+    let mut majors = vec![195];
+    let devices = fs::read_to_string("/proc/devices").unwrap_or_default();
+    for line in devices.lines() {
+        if let Some((major, name)) = line.trim().split_once(' ') {
+            if name.starts_with("nvidia") {
+                if let Ok(m) = major.parse::<u32>() {
+                    if !majors.contains(&m) {
+                        majors.push(m);
+                    }
+                }
+            }
+        }
+    }
+    majors
+}
+
 fn default_config(engine: Engine) -> PathBuf {
     let root = nix::unistd::geteuid().is_root();
     match engine {
@@ -154,6 +256,14 @@ fn default_config(engine: Engine) -> PathBuf {
                 .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
                 .unwrap_or_else(|| ".config".into());
             base.join("containers/containers.conf")
+        }
+        Engine::Lxc if root => "/etc/lxc/default.conf".into(),
+        Engine::Lxc => {
+            let base = std::env::var_os("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+                .unwrap_or_else(|| ".config".into());
+            base.join("lxc/default.conf")
         }
     }
 }
@@ -216,7 +326,7 @@ fn install_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn setup(args: SetupArgs) -> Result<i32> {
+pub fn setup(args: SetupArgs, global: &crate::cli::GlobalFlags) -> Result<i32> {
     let binary = match &args.binary {
         Some(b) => fs::canonicalize(b).with_context(|| format!("--binary {}", b.display()))?,
         None => fs::canonicalize(std::env::current_exe()?)?,
@@ -243,12 +353,18 @@ pub fn setup(args: SetupArgs) -> Result<i32> {
         Engine::Containerd => edit_containerd(&old, name, binary_str, args.default),
         Engine::Docker => edit_docker(&old, name, binary_str, args.default),
         Engine::Podman => edit_podman(&old, name, binary_str, args.default),
+        Engine::Lxc => lxc_hook_command(binary_str, global)
+            .map(|hook| edit_lxc(&old, &hook, &lxc_v2_device_majors())),
     }
     .with_context(|| format!("{}", path.display()))?;
 
+    let what = match args.engine {
+        Engine::Lxc => "gpurun's LXC hooks".to_owned(),
+        _ => format!("runtime {name:?}"),
+    };
     if new == old {
         println!(
-            "{} already registers runtime {name:?}: nothing to change",
+            "{} already registers {what}: nothing to change",
             path.display()
         );
     } else if args.dry_run {
@@ -257,7 +373,7 @@ pub fn setup(args: SetupArgs) -> Result<i32> {
     } else {
         let backup = replace_file(&path, &new, existed)?;
         println!(
-            "registered runtime {name:?} ({binary_str}) in {}{}",
+            "registered {what} ({binary_str}) in {}{}",
             path.display(),
             backup
                 .map(|b| format!("; the old file is in {}", b.display()))
@@ -283,6 +399,10 @@ pub fn setup(args: SetupArgs) -> Result<i32> {
             println!("---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: {name}\nhandler: {name}");
         }
         Engine::Podman => println!("then: podman --runtime {name} run ..."),
+        Engine::Lxc => println!(
+            "containers made from it get gpurun's hooks (for an existing one, run this with --config /var/lib/lxc/NAME/config); \
+             then: lxc.environment = NVIDIA_VISIBLE_DEVICES=0 in its config"
+        ),
     }
     Ok(0)
 }
@@ -290,6 +410,33 @@ pub fn setup(args: SetupArgs) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lxc_hooks_replace_nvidias_and_setup_is_idempotent() {
+        let old = "lxc.include = /usr/share/lxc/config/common.conf\nlxc.hook.mount = /usr/share/lxc/hooks/nvidia\nlxc.net.0.type = empty\n";
+        let new = edit_lxc(old, BIN, &[]);
+        assert!(!new.contains("hooks/nvidia"), "{new}");
+        assert!(new.contains("lxc.net.0.type = empty\n"), "{new}");
+        assert!(
+            new.contains(&format!("lxc.hook.mount = {BIN} lxc-hook\n")),
+            "{new}"
+        );
+        assert!(
+            new.contains(&format!("lxc.hook.start-host = {BIN} lxc-hook\n")),
+            "{new}"
+        );
+        assert!(!new.contains("cgroup2"), "{new}");
+        assert_eq!(edit_lxc(&new, BIN, &[]), new);
+        // Another binary replaces the old one's lines; v2 majors are added once.
+        let moved = edit_lxc(&new, "/opt/gpurun", &[195, 508]);
+        assert!(!moved.contains(BIN), "{moved}");
+        assert_eq!(moved.matches("lxc-hook").count(), 2, "{moved}");
+        assert!(
+            moved.contains("lxc.cgroup2.devices.allow = c 508:* rwm\n"),
+            "{moved}"
+        );
+        assert_eq!(edit_lxc(&moved, "/opt/gpurun", &[195, 508]), moved);
+    }
 
     const BIN: &str = "/usr/local/bin/gpurun";
 
