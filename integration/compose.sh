@@ -142,7 +142,7 @@ exit_codes() { # DIR
 }
 leftovers() { # what a project left: containers, gpurun state, cgroups
   docker ps -aq
-  ls "$state" 2>/dev/null | grep -v '^@driver-cache$'
+  state_left "$state"
   find /sys/fs/cgroup/*/docker /sys/fs/cgroup/docker -mindepth 1 -maxdepth 1 -type d 2>/dev/null
 }
 

@@ -54,7 +54,7 @@ ctr run --rm --runc-binary "$gpurun" "$bb" t-true true
 check "ctr run true exits 0" 0 "$?"
 ctr run --rm --runc-binary "$gpurun" "$bb" t-seven sh -c 'exit 7'
 check "ctr run 'exit 7' exits 7" 7 "$?"
-check "ctr run --rm leaves nothing in gpurun's state dir" "" "$(ls "$runc_root" 2>/dev/null)"
+check "ctr run --rm leaves nothing in gpurun's state dir" "" "$(state_left "$runc_root")"
 
 ctr run -d --runc-binary "$gpurun" "$bb" t-bg sleep 1000 >/dev/null
 out=$(ctr task exec --exec-id e1 t-bg sh -c 'echo exec works')
@@ -69,7 +69,7 @@ wait_for sh -c "command ctr -a $sock -n gpurun task ls | grep -q 't-bg.*STOPPED'
 check "ctr task kill" STOPPED "$(ctr task ls | awk '$1 == "t-bg" {print $3}')"
 ctr task rm t-bg >/dev/null
 ctr container rm t-bg
-check "task and container removed, nothing left" "" "$(ls "$runc_root" 2>/dev/null)"
+check "task and container removed, nothing left" "" "$(state_left "$runc_root")"
 
 out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=0 "$glibc" t-gpu \
   sh -c 'ls /dev/nvidia[0-9]*; nvidia-smi >/dev/null 2>&1; echo smi=$?; cuda_probe | tail -1' 2>&1)
@@ -80,7 +80,7 @@ check_contains "GPU 0: cudaGetDeviceCount returns 100" "cudaGetDeviceCount=100" 
 out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=9 "$glibc" t-bad true 2>&1)
 check "a bad GPU request fails the run" 1 "$?"
 check_contains "ctr shows gpurun's one-line reason" 'NVIDIA_VISIBLE_DEVICES: no GPU "9"' "$out"
-check "the failed create leaves nothing behind" "" "$(ls "$runc_root" 2>/dev/null)"
+check "the failed create leaves nothing behind" "" "$(state_left "$runc_root")"
 
 # The CRI path: a host-network pod with runtime_handler "gpurun".
 cri=target/debug/cri-client
@@ -90,7 +90,7 @@ if [ -x "$cri" ]; then
   check_contains "CRI: the container's exit code is read back" "exit_code=3" "$out"
   check_contains "CRI: the GPU was injected (nvidia-smi exits 9)" "smi=9" "$out"
   check_contains "CRI: the pod was removed" "pod removed" "$out"
-  check "CRI: nothing left in gpurun's state dir" "" "$(ls /run/containerd/runc/k8s.io 2>/dev/null)"
+  check "CRI: nothing left in gpurun's state dir" "" "$(state_left /run/containerd/runc/k8s.io)"
 else
   check "CRI client built (cargo build -p cri-client)" built missing
 fi

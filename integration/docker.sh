@@ -81,6 +81,6 @@ docker rm upd >/dev/null
 check "docker rm" 0 "$?"
 docker inspect upd >/dev/null 2>&1
 check "docker rm removed it" 1 "$?"
-check "nothing left in gpurun's state dir" "" "$(ls "$state" 2>/dev/null | grep -v '^@driver-cache$')"
+check "nothing left in gpurun's state dir" "" "$(state_left "$state")"
 
 summary docker

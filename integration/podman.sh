@@ -76,6 +76,6 @@ out=$(prun -e NVIDIA_VISIBLE_DEVICES=1 gpurun-test/glibc sh -c "$nodes" 2>&1)
 check "-e NVIDIA_VISIBLE_DEVICES=1 (gpurun injects): GPU 1, nvidia-smi exits 9" "/dev/nvidia1 smi=9" "$out"
 out=$(prun -e NVIDIA_VISIBLE_DEVICES=9 gpurun-test/glibc true 2>&1)
 check_contains "a bad GPU request shows gpurun's reason" 'NVIDIA_VISIBLE_DEVICES: no GPU "9"' "$out"
-check "nothing left in gpurun's state dir" "" "$(ls "$home/run/gpurun" 2>/dev/null)"
+check "nothing left in gpurun's state dir" "" "$(state_left "$home/run/gpurun")"
 
 summary podman

@@ -20,6 +20,12 @@ summary() { # SUITE
   [ "$failed" = 0 ]
 }
 
+# What a state directory holds besides the driver cache (@driver-cache,
+# kept between containers on purpose).
+state_left() { # DIR
+  ls "$1" 2>/dev/null | grep -v '^@driver-cache$'
+}
+
 # Waits up to 20 s for COMMAND to succeed.
 wait_for() {
   for _ in $(seq 1 100); do
