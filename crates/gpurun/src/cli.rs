@@ -55,6 +55,10 @@ pub struct GlobalFlags {
     /// Where procfs is mounted [env: GPURUN_PROC_ROOT]
     #[arg(long, global = true)]
     pub proc_root: Option<PathBuf>,
+
+    /// The criu binary for checkpoint and restore (default: criu on PATH)
+    #[arg(long, global = true)]
+    pub criu: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -73,6 +77,10 @@ pub enum Command {
     Delete(liboci_cli::Delete),
     /// Run a new process inside a running container
     Exec(liboci_cli::Exec),
+    /// Checkpoint a running container with CRIU (it stops unless --leave-running)
+    Checkpoint(liboci_cli::Checkpoint),
+    /// Restore a container from a checkpoint
+    Restore(crate::commands::restore::RestoreArgs),
     /// List the processes of a container
     Ps(liboci_cli::Ps),
     /// List containers

@@ -5,6 +5,7 @@ mod cgroup_path;
 mod cli;
 mod commands;
 mod containers;
+mod criu;
 mod executor;
 mod foreground;
 mod gpu_roots;

@@ -1,5 +1,6 @@
 //! One file per command, as in youki's `commands/`.
 
+pub mod checkpoint;
 pub mod create;
 pub mod delete;
 pub mod doctor;
@@ -13,6 +14,7 @@ pub mod list;
 pub mod lxc_hook;
 pub mod pause;
 pub mod ps;
+pub mod restore;
 pub mod resume;
 pub mod run;
 pub mod setup;
@@ -37,6 +39,8 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Kill(args) => kill::kill(ctx, args).map(|_| 0),
         Command::Delete(args) => delete::delete(ctx, args).map(|_| 0),
         Command::Exec(args) => exec::exec(ctx, args),
+        Command::Checkpoint(args) => checkpoint::checkpoint(ctx, args).map(|_| 0),
+        Command::Restore(args) => restore::restore(ctx, args),
         Command::Ps(args) => ps::ps(ctx, args).map(|_| 0),
         Command::List(args) => list::list(ctx, args).map(|_| 0),
         Command::Pause(args) => pause::pause(ctx, args).map(|_| 0),

@@ -1,0 +1,180 @@
+//! `gpurun checkpoint`: dumps a running container with CRIU, as runc does.
+//! The container is frozen through its own freezer cgroup while CRIU reads
+//! it, and stops (and is deleted) afterwards unless --leave-running.
+
+use std::fs::{self, DirBuilder, File};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
+
+use anyhow::{bail, Context, Result};
+use libcontainer::container::ContainerStatus;
+use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
+use liboci_cli::Checkpoint;
+
+use crate::{containers, criu, prepare, Ctx};
+
+pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
+    let id = &args.container_id;
+    let mut container = containers::load(&ctx.root, id)?;
+    container.refresh_status()?;
+    if container.status() != ContainerStatus::Running {
+        bail!(
+            "container {id:?} is {}: only a running container can be checkpointed",
+            containers::status_name(&container)
+        );
+    }
+    let saved = container.root.join("config.json");
+    let spec = Spec::load(if saved.exists() {
+        saved
+    } else {
+        container.bundle().join("config.json")
+    })
+    .with_context(|| format!("read the config of container {id:?}"))?;
+    criu::refuse_gpu_container(&spec, id)?;
+    let pid = container
+        .pid()
+        .with_context(|| format!("container {id:?} has no init process"))?
+        .as_raw();
+    let rootfs = prepare::rootfs_of(&spec, container.bundle())?;
+
+    let mut client = criu::client(ctx)?;
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&args.image_path)
+        .with_context(|| format!("create --image-path {}", args.image_path.display()))?;
+    let images = File::open(&args.image_path)
+        .with_context(|| format!("open --image-path {}", args.image_path.display()))?;
+    client.set_images_dir_fd(images.as_raw_fd());
+    let work = match &args.work_path {
+        Some(path) => {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+                .with_context(|| format!("create --work-path {}", path.display()))?;
+            Some(File::open(path).with_context(|| format!("open --work-path {}", path.display()))?)
+        }
+        None => None,
+    };
+    if let Some(work) = &work {
+        client.set_work_dir_fd(work.as_raw_fd());
+    }
+    let log_dir = args.work_path.as_ref().unwrap_or(&args.image_path);
+
+    for (destination, _) in criu::external_binds(&spec) {
+        let key = destination.to_string_lossy().into_owned();
+        client.set_external_mount(key.clone(), key);
+    }
+    let cgroup_mounts = criu::cgroup_mounts(pid)?;
+    for (point, _) in &cgroup_mounts {
+        let key = point.to_string_lossy().into_owned();
+        client.set_external_mount(key.clone(), key);
+    }
+    fs::write(
+        args.image_path.join(criu::CGROUP_MOUNTS),
+        serde_json::to_string(&cgroup_mounts)?,
+    )
+    .context("record the container's cgroup mounts")?;
+    // Namespaces the container joined by path belong to someone else: CRIU
+    // records a reference only (as runc's external namespaces).
+    for (typ, name) in [
+        (LinuxNamespaceType::Network, "net"),
+        (LinuxNamespaceType::Pid, "pid"),
+    ] {
+        if let Some(path) = namespace_path(&spec, typ) {
+            use std::os::unix::fs::MetadataExt;
+            let inode = fs::metadata(&path)
+                .with_context(|| format!("the {name} namespace {}", path.display()))?
+                .ino();
+            client.add_external(format!(
+                "{name}[{inode}]:{}",
+                rust_criu::criu_ns_to_key(name)
+            ));
+        }
+    }
+
+    // Where fds 0-2 point, so restore can hand the same kind back.
+    let descriptors: Vec<String> = (0..3)
+        .map(|n| {
+            fs::read_link(format!("/proc/{pid}/fd/{n}"))
+                .map(|l| l.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "/dev/null".into())
+        })
+        .collect();
+    fs::write(
+        args.image_path.join(criu::DESCRIPTORS),
+        serde_json::to_string(&descriptors)?,
+    )
+    .context("write descriptors.json")?;
+
+    if containers::has_cgroup(&container) {
+        if let Some(freezer) = freezer_dir(&containers::cgroup_path(&container)?) {
+            client.set_freeze_cgroup(freezer.to_string_lossy().into_owned());
+        }
+    }
+    client.set_log_file("dump.log".into());
+    client.set_log_level(4);
+    client.set_pid(pid);
+    client.set_root(rootfs.to_string_lossy().into_owned());
+    client.set_leave_running(args.leave_running);
+    client.set_ext_unix_sk(args.ext_unix_sk);
+    client.set_shell_job(args.shell_job);
+    client.set_tcp_established(args.tcp_established);
+    client.set_file_locks(args.file_locks);
+    client.set_link_remap(args.link_remap);
+    client.set_orphan_pts_master(true);
+    client.set_manage_cgroups(true);
+    client.cgroups_mode(cgroups_mode(&args.manage_cgroups_mode));
+    if let Err(e) = client.dump() {
+        let log = log_dir.join("dump.log");
+        bail!(
+            "checkpoint of container {id:?} failed: {e}: {} (see {})",
+            criu::log_errors(&log),
+            log.display()
+        );
+    }
+    if !args.leave_running {
+        // CRIU killed the container's processes once dumped; what is left
+        // is its state and cgroup.
+        containers::wait_gone(&container);
+        container
+            .delete(true)
+            .with_context(|| format!("delete container {id:?} after its checkpoint"))?;
+    }
+    Ok(())
+}
+
+fn namespace_path(spec: &Spec, typ: LinuxNamespaceType) -> Option<std::path::PathBuf> {
+    spec.linux()
+        .as_ref()?
+        .namespaces()
+        .as_ref()?
+        .iter()
+        .find(|n| n.typ() == typ)?
+        .path()
+        .clone()
+}
+
+/// CRIU's mode for runc's --manage-cgroups-mode names.
+pub fn cgroups_mode(name: &str) -> rust_criu::CgMode {
+    use rust_criu::CgMode;
+    match name {
+        "ignore" => CgMode::IGNORE,
+        "props" => CgMode::PROPS,
+        "full" => CgMode::FULL,
+        "strict" => CgMode::STRICT,
+        _ => CgMode::SOFT,
+    }
+}
+
+/// The container's freezer: the v1 freezer hierarchy, else its v2 cgroup.
+fn freezer_dir(cgroup: &std::path::Path) -> Option<std::path::PathBuf> {
+    let relative = cgroup.strip_prefix("/").unwrap_or(cgroup);
+    [
+        std::path::Path::new("/sys/fs/cgroup/freezer").join(relative),
+        std::path::Path::new("/sys/fs/cgroup").join(relative),
+    ]
+    .into_iter()
+    .find(|d| d.join("cgroup.procs").exists())
+}

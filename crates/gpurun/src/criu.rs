@@ -1,0 +1,161 @@
+//! What `checkpoint` and `restore` share: the CRIU client, the mounts CRIU
+//! must be told come from outside the container, and CRIU's errors.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use libcontainer::oci_spec::runtime::Spec;
+use rust_criu::Criu;
+
+use crate::Ctx;
+
+/// CRIU 3.15 is the oldest with the RPC options used here (as crun).
+const CRIU_MINIMUM: u32 = 31500;
+
+/// Where the container's stdio pointed at checkpoint time, for restore.
+pub const DESCRIPTORS: &str = "descriptors.json";
+
+/// The container's cgroup mounts at checkpoint time (mount point and
+/// controllers), which restore binds to the new cgroup's directories.
+pub const CGROUP_MOUNTS: &str = "gpurun-cgroup-mounts.json";
+
+/// A CRIU client for `--criu` (default: criu on PATH), checked to run.
+pub fn client(ctx: &Ctx) -> Result<Criu> {
+    let path = ctx
+        .global
+        .criu
+        .as_deref()
+        .unwrap_or(Path::new("criu"))
+        .to_string_lossy()
+        .into_owned();
+    let fix = "install CRIU 3.15 or newer, or pass --criu PATH (scripts/criu.sh fetches one that runs on current kernels)";
+    let mut criu =
+        Criu::new_with_criu_path(path.clone()).map_err(|e| anyhow::anyhow!("criu {path}: {e}"))?;
+    let version = criu
+        .get_criu_version()
+        .map_err(|e| anyhow::anyhow!("criu {path} does not run ({e}): {fix}"))?;
+    if version < CRIU_MINIMUM {
+        bail!(
+            "criu {path} is version {}.{}.{}: {fix}",
+            version / 10000,
+            version / 100 % 100,
+            version % 100
+        );
+    }
+    Criu::new_with_criu_path(path.clone()).map_err(|e| anyhow::anyhow!("criu {path}: {e}"))
+}
+
+/// A GPU container's CUDA state lives in the driver, which CRIU cannot
+/// save (that needs NVIDIA's cuda-checkpoint): such a container is refused
+/// rather than dumped half.
+pub fn refuse_gpu_container(spec: &Spec, id: &str) -> Result<()> {
+    const NVIDIA_MAJOR: i64 = 195;
+    let nodes = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.devices().as_ref())
+        .is_some_and(|d| d.iter().any(|d| d.major() == NVIDIA_MAJOR));
+    let binds = spec
+        .mounts()
+        .iter()
+        .flatten()
+        .any(|m| m.destination().to_string_lossy().starts_with("/dev/nvidia"));
+    if nodes || binds {
+        bail!(
+            "container {id:?} has NVIDIA GPUs: CRIU cannot save their driver state (that needs cuda-checkpoint); checkpoint and restore take containers without GPUs"
+        );
+    }
+    Ok(())
+}
+
+/// Bind mounts whose source is outside the container: CRIU keeps them out
+/// of the images as external mounts, keyed by their destination, and
+/// restore names their sources again.
+pub fn external_binds(spec: &Spec) -> Vec<(PathBuf, PathBuf)> {
+    spec.mounts()
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.typ().as_deref() == Some("bind")
+                || m.options()
+                    .iter()
+                    .flatten()
+                    .any(|o| o == "bind" || o == "rbind")
+        })
+        .filter_map(|m| Some((m.destination().clone(), m.source().clone()?)))
+        .collect()
+}
+
+/// The cgroup filesystems mounted in the container of `pid`, as container
+/// paths: the hierarchies are the host's, so CRIU treats them as external
+/// mounts and restore binds the new cgroup's directories there.
+pub fn cgroup_mounts(pid: i32) -> Result<Vec<(PathBuf, String)>> {
+    let text = fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .with_context(|| format!("read the mounts of process {pid}"))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| {
+            let (fields, rest) = line.split_once(" - ")?;
+            let point = fields.split(' ').nth(4)?;
+            let mut rest = rest.split(' ');
+            let fstype = rest.next()?;
+            let options = rest.nth(1)?;
+            match fstype {
+                "cgroup2" => Some((PathBuf::from(point), CGROUP2.to_owned())),
+                "cgroup" => Some((PathBuf::from(point), hierarchy_name(options))),
+                _ => None,
+            }
+        })
+        .collect())
+}
+
+/// How `cgroup_mounts` names the unified hierarchy.
+pub const CGROUP2: &str = "cgroup2";
+
+/// A v1 hierarchy's name as /proc/PID/cgroup writes it: its controllers
+/// (and `name=...`), without the mount's other options.
+fn hierarchy_name(options: &str) -> String {
+    options
+        .split(',')
+        .filter(|o| {
+            !matches!(
+                *o,
+                "rw" | "ro"
+                    | "clone_children"
+                    | "noprefix"
+                    | "xattr"
+                    | "cpuset_v2_mode"
+                    | "favordynmods"
+            ) && !o.starts_with("release_agent=")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The lines of a CRIU log that say what failed, for the one-line error.
+pub fn log_errors(log: &Path) -> String {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("Error") || l.contains("err "))
+        .collect();
+    let tail = &errors[errors.len().saturating_sub(3)..];
+    tail.iter().map(|l| l.trim()).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hierarchies_are_named_as_proc_cgroup_names_them() {
+        assert_eq!(hierarchy_name("rw,cpuset,clone_children"), "cpuset");
+        assert_eq!(hierarchy_name("rw,xattr,name=systemd"), "name=systemd");
+        assert_eq!(hierarchy_name("ro,cpu,cpuacct"), "cpu,cpuacct");
+        assert_eq!(
+            hierarchy_name("rw,release_agent=/sbin/agent,memory"),
+            "memory"
+        );
+    }
+}

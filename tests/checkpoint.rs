@@ -1,0 +1,364 @@
+//! checkpoint and restore with CRIU, as runc does them: the process goes
+//! on where it stopped (its shell variables, not a restart), in the new
+//! container's cgroup with the spec's limits, exec reaches it, and failures
+//! leave nothing. CRIU comes from scripts/criu.sh (Debian 12's 3.17 cannot
+//! read current kernels' vDSO; the script fetches Debian 13's 4.1).
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use gpurun_tests::*;
+use serde_json::json;
+
+fn criu() -> &'static str {
+    static CRIU: OnceLock<String> = OnceLock::new();
+    CRIU.get_or_init(|| {
+        let out = run_cmd(
+            Command::new("sh").arg(repo().join("scripts/criu.sh")),
+            Duration::from_secs(300),
+        );
+        out.ok();
+        out.stdout.trim().to_owned()
+    })
+}
+
+/// A container whose shell counts in a variable and writes it to
+/// /tmp/count ten times a second; it exits 3 once the count reaches `end`.
+fn counting(end: u32) -> Bundle {
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        c["root"]["readonly"] = json!(false);
+        c["process"]["terminal"] = json!(false);
+        c["process"]["args"] = json!([
+            "sh",
+            "-c",
+            format!("i=0; while [ $i -lt {end} ]; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done; exit 3")
+        ]);
+        c["linux"]["resources"]["memory"] = json!({"limit": 67108864});
+        c["linux"]["resources"]["pids"] = json!({"limit": 40});
+    });
+    bundle
+}
+
+fn count(bundle: &Bundle) -> u32 {
+    fs::read_to_string(bundle.rootfs().join("tmp/count"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn wait_for_count(bundle: &Bundle, at_least: u32) {
+    let start = Instant::now();
+    while count(bundle) < at_least {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the count stays at {}",
+            count(bundle)
+        );
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// `run -d` with stdio on /dev/null: CRIU, as under runc, cannot dump a
+/// container whose stdio is a file outside its mount namespace.
+fn start(rt: &Runtime, bundle: &Bundle, id: &str) {
+    start_with(rt.command(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), id]));
+}
+
+fn start_with(mut cmd: Command) {
+    use std::process::Stdio;
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "run -d failed");
+}
+
+#[test]
+fn a_restored_container_goes_on_where_it_was_checkpointed() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = counting(100_000);
+    let images = Scratch::new("images");
+    let image_path = images.path().join("ckpt");
+    let id = unique("ckpt");
+    start(&rt, &bundle, &id);
+    wait_for_count(&bundle, 10);
+
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "checkpoint",
+        "--image-path",
+        image_path.to_str().unwrap(),
+        &id,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The container is gone: no state, no cgroup, no process counting.
+    assert!(!rt.leftovers().contains(&id), "{:?}", rt.leftovers());
+    assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
+    let stopped_at = count(&bundle);
+    sleep(Duration::from_millis(400));
+    assert_eq!(
+        count(&bundle),
+        stopped_at,
+        "still counting after checkpoint"
+    );
+
+    // Restored under another id: it counts on from stopped_at, never from 1.
+    let restored = unique("restored");
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "restore",
+        "-d",
+        "--image-path",
+        image_path.to_str().unwrap(),
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &restored,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let start_time = Instant::now();
+    while start_time.elapsed() < Duration::from_millis(600) {
+        let now = count(&bundle);
+        assert!(
+            now >= stopped_at,
+            "counting again from {now}: restarted, not restored"
+        );
+        sleep(Duration::from_millis(40));
+    }
+    assert!(count(&bundle) > stopped_at, "not counting after restore");
+
+    let state = rt.state(&restored);
+    assert_eq!(state["status"], "running");
+    let pid = state["pid"].as_i64().unwrap();
+    // In the new container's cgroup, with the spec's limits.
+    let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    assert!(cgroups.contains(&format!("gpurun/{restored}")), "{cgroups}");
+    let memory = PathBuf::from(format!(
+        "/sys/fs/cgroup/memory/gpurun/{restored}/memory.limit_in_bytes"
+    ));
+    if memory.exists() {
+        assert_eq!(fs::read_to_string(memory).unwrap().trim(), "67108864");
+    }
+    let pids = PathBuf::from(format!("/sys/fs/cgroup/pids/gpurun/{restored}/pids.max"));
+    if pids.exists() {
+        assert_eq!(fs::read_to_string(pids).unwrap().trim(), "40");
+    }
+    // exec joins the restored container.
+    let out = rt.run(["exec", &restored, "cat", "/tmp/count"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.trim().parse::<u32>().unwrap() > stopped_at);
+
+    rt.run(["delete", "--force", &restored]).ok();
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+    assert!(cgroup_dirs(&format!("gpurun/{restored}")).is_empty());
+    assert!(!is_alive(pid as i32));
+}
+
+#[test]
+fn leave_running_and_a_foreground_restore() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = counting(40);
+    let images = Scratch::new("images");
+    let image_path = images.path().join("ckpt");
+    let id = unique("ckpt");
+    start(&rt, &bundle, &id);
+    wait_for_count(&bundle, 5);
+
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "checkpoint",
+        "--leave-running",
+        "--image-path",
+        image_path.to_str().unwrap(),
+        &id,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(rt.state(&id)["status"], "running");
+    rt.run(["delete", "--force", &id]).ok();
+
+    // A foreground restore waits for the container and returns its exit
+    // code (the shell ends with 3 at 40), then deletes it.
+    let restored = unique("fg");
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "restore",
+        "--image-path",
+        image_path.to_str().unwrap(),
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &restored,
+    ]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert_eq!(count(&bundle), 40);
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+    assert!(cgroup_dirs(&format!("gpurun/{restored}")).is_empty());
+}
+
+#[test]
+fn failed_checkpoints_and_restores_leave_nothing() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = counting(100_000);
+    let images = Scratch::new("images");
+    let bundle_path = bundle.dir.to_str().unwrap();
+
+    // Not a checkpoint.
+    let empty = images.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    let id = unique("bad");
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "restore",
+        "--image-path",
+        empty.to_str().unwrap(),
+        "--bundle",
+        bundle_path,
+        &id,
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("not a checkpoint"), "{}", out.stderr);
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+
+    // A created container is not running: nothing to checkpoint.
+    let created = unique("created");
+    rt.run(["create", "--bundle", bundle_path, &created]).ok();
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "checkpoint",
+        "--image-path",
+        images.path().join("x").to_str().unwrap(),
+        &created,
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("only a running container"),
+        "{}",
+        out.stderr
+    );
+    rt.run(["delete", "--force", &created]).ok();
+
+    // A real checkpoint, restored onto a rootfs that is not the one it was
+    // taken from: CRIU fails, and the restore leaves no state and no cgroup.
+    let running = unique("ckpt");
+    start(&rt, &bundle, &running);
+    wait_for_count(&bundle, 3);
+    let image_path = images.path().join("ckpt");
+    rt.run([
+        "--criu",
+        criu(),
+        "checkpoint",
+        "--image-path",
+        image_path.to_str().unwrap(),
+        &running,
+    ])
+    .ok();
+    let other = counting(10);
+    fs::remove_dir_all(other.rootfs().join("bin")).unwrap();
+    let failed = unique("failed");
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "restore",
+        "-d",
+        "--image-path",
+        image_path.to_str().unwrap(),
+        "--bundle",
+        other.dir.to_str().unwrap(),
+        &failed,
+    ]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("restore.log"), "{}", out.stderr);
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+    assert!(cgroup_dirs(&format!("gpurun/{failed}")).is_empty());
+    assert!(mounts_mentioning("criu-root").is_empty());
+
+    // The same images restore once, and a second restore under the same id
+    // is refused while the first runs.
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "restore",
+        "-d",
+        "--image-path",
+        image_path.to_str().unwrap(),
+        "--bundle",
+        bundle_path,
+        &failed,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "restore",
+        "-d",
+        "--image-path",
+        image_path.to_str().unwrap(),
+        "--bundle",
+        bundle_path,
+        &failed,
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("already exists"), "{}", out.stderr);
+    rt.run(["delete", "--force", &failed]).ok();
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+
+    // A criu that does not run is named with the fix.
+    let id = unique("nocriu");
+    start(&rt, &bundle, &id);
+    let out = rt.run([
+        "--criu",
+        "/nonexistent/criu",
+        "checkpoint",
+        "--image-path",
+        images.path().join("y").to_str().unwrap(),
+        &id,
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("--criu"), "{}", out.stderr);
+    assert_eq!(rt.state(&id)["status"], "running");
+    rt.run(["delete", "--force", &id]).ok();
+}
+
+#[test]
+fn gpu_containers_are_refused_and_keep_running() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    let rt = Runtime::new();
+    let bundle = counting(100_000);
+    bundle.edit(|c| {
+        let env = c["process"]["env"].as_array_mut().unwrap();
+        env.push(json!("NVIDIA_VISIBLE_DEVICES=0"));
+        env.push(json!("NVIDIA_DRIVER_CAPABILITIES=utility"));
+    });
+    let id = unique("gpu");
+    let mut args = fixtures.flags();
+    args.extend(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id].map(String::from));
+    start_with(rt.command(&args));
+    let images = Scratch::new("images");
+    let out = rt.run([
+        "--criu",
+        criu(),
+        "checkpoint",
+        "--image-path",
+        images.path().join("c").to_str().unwrap(),
+        &id,
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("cuda-checkpoint"), "{}", out.stderr);
+    assert_eq!(rt.state(&id)["status"], "running");
+    rt.run(["delete", "--force", &id]).ok();
+}
