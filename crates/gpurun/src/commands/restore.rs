@@ -62,6 +62,10 @@ pub struct RestoreArgs {
     /// Accepted for runc compatibility (CRIU restores the root as it was)
     #[arg(long)]
     pub no_pivot: bool,
+    /// Accepted for runc compatibility: containers with a terminal are not
+    /// restored, so there is no pty to send
+    #[arg(long)]
+    pub console_socket: Option<PathBuf>,
     /// Container ID
     pub container_id: String,
 }
