@@ -28,17 +28,7 @@ python3 tests/fixtures/make_image.py fromdir "$work/img-egl" "$work/egl" \
   docker.io/gpurun-test/egl:latest sh >/dev/null
 
 sock="$work/docker.sock"
-cat > "$work/daemon.json" <<EOF
-{
-  "data-root": "$work/data",
-  "exec-root": "$work/exec",
-  "pidfile": "$work/docker.pid",
-  "hosts": ["unix://$sock"],
-  "iptables": false,
-  "ip-masq": false,
-  "bridge": "none"
-}
-EOF
+write_daemon_json
 mkdir -p "$work/hooks"
 "$gpurun" setup docker --default --config "$work/daemon.json" --binary "$gpurun" \
   --hook-dir "$work/hooks" >/dev/null

@@ -17,17 +17,7 @@ trap 'stop_engines; rm -rf "$work"' EXIT INT TERM
 make_fixtures
 
 sock="$work/docker.sock"
-cat > "$work/daemon.json" <<EOF
-{
-  "data-root": "$work/data",
-  "exec-root": "$work/exec",
-  "pidfile": "$work/docker.pid",
-  "hosts": ["unix://$sock"],
-  "iptables": false,
-  "ip-masq": false,
-  "bridge": "none"
-}
-EOF
+write_daemon_json
 mkdir -p "$work/hooks"
 setup_out=$("$gpurun" setup docker --config "$work/daemon.json" --binary "$gpurun" --hook-dir "$work/hooks")
 check_contains "setup docker registers the runtime" "registered runtime \"gpurun\"" "$setup_out"

@@ -65,6 +65,22 @@ EOF
   mv "$work/img-glibc/image.docker.tar" "$work/glibc.tar"
 }
 
+# A private dockerd's daemon.json at $work/daemon.json: its own data root,
+# exec root and socket ($sock); no iptables, no bridge.
+write_daemon_json() {
+  cat > "$work/daemon.json" <<EOF
+{
+  "data-root": "$work/data",
+  "exec-root": "$work/exec",
+  "pidfile": "$work/docker.pid",
+  "hosts": ["unix://$sock"],
+  "iptables": false,
+  "ip-masq": false,
+  "bridge": "none"
+}
+EOF
+}
+
 # Kills the PIDs in $pids (the engines this suite started), then cleans up.
 stop_engines() {
   for pid in $pids; do kill "$pid" 2>/dev/null || true; done

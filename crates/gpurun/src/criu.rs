@@ -46,6 +46,22 @@ pub fn client(ctx: &Ctx) -> Result<Criu> {
     Criu::new_with_criu_path(path.clone()).map_err(|e| anyhow::anyhow!("criu {path}: {e}"))
 }
 
+/// The options runc's checkpoint and restore share.
+pub fn set_common_options(
+    client: &mut Criu,
+    ext_unix_sk: bool,
+    shell_job: bool,
+    tcp_established: bool,
+    file_locks: bool,
+) {
+    client.set_log_level(4);
+    client.set_ext_unix_sk(ext_unix_sk);
+    client.set_shell_job(shell_job);
+    client.set_tcp_established(tcp_established);
+    client.set_file_locks(file_locks);
+    client.set_manage_cgroups(true);
+}
+
 /// A GPU container's CUDA state lives in the driver, which CRIU cannot
 /// save (that needs NVIDIA's cuda-checkpoint): such a container is refused
 /// rather than dumped half.

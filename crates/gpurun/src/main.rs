@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod containers;
 mod criu;
+mod detached_mount;
 mod executor;
 mod foreground;
 mod gpu_roots;

@@ -18,6 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use crate::detached_mount::{detached_mount, FsOption};
 use anyhow::{Context, Result};
 
 /// The copy can neither change size nor get new seals...
@@ -103,45 +104,26 @@ fn through_private_overlay(exe: &Path) -> io::Result<OwnedFd> {
     lower.extend_from_slice(b":/dev");
     let lower = CString::new(lower)?;
     let name = CString::new(name.as_bytes())?;
-    // SAFETY: the new mount API with NUL-terminated strings; every result
-    // is a new descriptor owned here.
+    let mnt = detached_mount(
+        c"overlay",
+        &[
+            FsOption {
+                key: c"lowerdir",
+                value: &lower,
+                required: true,
+            },
+            // Only to keep xino's notes out of dmesg; older kernels may refuse.
+            FsOption {
+                key: c"xino",
+                value: c"off",
+                required: false,
+            },
+        ],
+        libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOSUID,
+    )?;
+    // SAFETY: a NUL-terminated name below the mount's root; the result is
+    // a new descriptor owned here.
     unsafe {
-        let ctx = OwnedFd::from_raw_fd(check(libc::syscall(
-            libc::SYS_fsopen,
-            c"overlay".as_ptr(),
-            libc::FSOPEN_CLOEXEC,
-        ))?);
-        check(libc::syscall(
-            libc::SYS_fsconfig,
-            ctx.as_raw_fd(),
-            libc::FSCONFIG_SET_STRING,
-            c"lowerdir".as_ptr(),
-            lower.as_ptr(),
-            0,
-        ))?;
-        // Only to keep xino's notes out of dmesg; older kernels may refuse.
-        let _ = libc::syscall(
-            libc::SYS_fsconfig,
-            ctx.as_raw_fd(),
-            libc::FSCONFIG_SET_STRING,
-            c"xino".as_ptr(),
-            c"off".as_ptr(),
-            0,
-        );
-        check(libc::syscall(
-            libc::SYS_fsconfig,
-            ctx.as_raw_fd(),
-            libc::FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_void>(),
-            0,
-        ))?;
-        let mnt = OwnedFd::from_raw_fd(check(libc::syscall(
-            libc::SYS_fsmount,
-            ctx.as_raw_fd(),
-            libc::FSMOUNT_CLOEXEC,
-            libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOSUID,
-        ))?);
         let fd = check(libc::openat(
             mnt.as_raw_fd(),
             name.as_ptr(),

@@ -114,17 +114,18 @@ pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
         }
     }
     client.set_log_file("dump.log".into());
-    client.set_log_level(4);
+    criu::set_common_options(
+        &mut client,
+        args.ext_unix_sk,
+        args.shell_job,
+        args.tcp_established,
+        args.file_locks,
+    );
     client.set_pid(pid);
     client.set_root(rootfs.to_string_lossy().into_owned());
     client.set_leave_running(args.leave_running);
-    client.set_ext_unix_sk(args.ext_unix_sk);
-    client.set_shell_job(args.shell_job);
-    client.set_tcp_established(args.tcp_established);
-    client.set_file_locks(args.file_locks);
     client.set_link_remap(args.link_remap);
     client.set_orphan_pts_master(true);
-    client.set_manage_cgroups(true);
     client.cgroups_mode(cgroups_mode(&args.manage_cgroups_mode));
     if let Err(e) = client.dump() {
         let log = log_dir.join("dump.log");

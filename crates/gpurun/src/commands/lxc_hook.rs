@@ -18,7 +18,7 @@
 //! and the host keep nothing.
 
 use std::fs;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -28,6 +28,7 @@ use libcontainer::oci_spec::runtime::{
 };
 use libcontainer::rootfs::MountOptions;
 
+use crate::detached_mount::{detached_mount, FsOption};
 use crate::{host_root, logging, state_root, Ctx};
 
 /// The spec mount type that stands for a mount LXC has already made.
@@ -298,44 +299,15 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
 /// A tmpfs of this process alone, attached nowhere: what is bound from it
 /// lives as long as the container's mounts do.
 fn detached_tmpfs() -> std::io::Result<OwnedFd> {
-    fn check(rc: libc::c_long) -> std::io::Result<libc::c_int> {
-        if rc < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(rc as libc::c_int)
-        }
-    }
-    // SAFETY: the new mount API with NUL-terminated strings; every result
-    // is a new descriptor owned here.
-    unsafe {
-        let fs_ctx = OwnedFd::from_raw_fd(check(libc::syscall(
-            libc::SYS_fsopen,
-            c"tmpfs".as_ptr(),
-            libc::FSOPEN_CLOEXEC,
-        ))?);
-        check(libc::syscall(
-            libc::SYS_fsconfig,
-            fs_ctx.as_raw_fd(),
-            libc::FSCONFIG_SET_STRING,
-            c"mode".as_ptr(),
-            c"0755".as_ptr(),
-            0,
-        ))?;
-        check(libc::syscall(
-            libc::SYS_fsconfig,
-            fs_ctx.as_raw_fd(),
-            libc::FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_void>(),
-            0,
-        ))?;
-        Ok(OwnedFd::from_raw_fd(check(libc::syscall(
-            libc::SYS_fsmount,
-            fs_ctx.as_raw_fd(),
-            libc::FSMOUNT_CLOEXEC,
-            libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
-        ))?))
-    }
+    detached_mount(
+        c"tmpfs",
+        &[FsOption {
+            key: c"mode",
+            value: c"0755",
+            required: true,
+        }],
+        libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+    )
 }
 
 /// Mount points strictly below `rootfs` (as container paths): LXC's /dev,

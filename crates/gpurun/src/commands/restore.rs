@@ -276,16 +276,17 @@ fn run_criu(
     }
 
     client.set_log_file("restore.log".into());
-    client.set_log_level(4);
-    client.set_ext_unix_sk(args.ext_unix_sk);
-    client.set_shell_job(args.shell_job);
-    client.set_tcp_established(args.tcp_established);
-    client.set_file_locks(args.file_locks);
+    criu::set_common_options(
+        &mut client,
+        args.ext_unix_sk,
+        args.shell_job,
+        args.tcp_established,
+        args.file_locks,
+    );
     client.set_rst_sibling(true);
     client.set_orphan_pts_master(false);
     // The cgroups in the images are the old container's: CRIU leaves them
     // alone, and the post-restore notification moves the tree into ours.
-    client.set_manage_cgroups(true);
     client.cgroups_mode(rust_criu::CgMode::IGNORE);
     client.set_notify_scripts(true);
     client.set_notify_cb(on_notify);

@@ -250,22 +250,18 @@ fn default_config(engine: Engine) -> PathBuf {
         Engine::Containerd => "/etc/containerd/config.toml".into(),
         Engine::Docker => "/etc/docker/daemon.json".into(),
         Engine::Podman if root => "/etc/containers/containers.conf".into(),
-        Engine::Podman => {
-            let base = std::env::var_os("XDG_CONFIG_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-                .unwrap_or_else(|| ".config".into());
-            base.join("containers/containers.conf")
-        }
+        Engine::Podman => user_config_dir().join("containers/containers.conf"),
         Engine::Lxc if root => "/etc/lxc/default.conf".into(),
-        Engine::Lxc => {
-            let base = std::env::var_os("XDG_CONFIG_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-                .unwrap_or_else(|| ".config".into());
-            base.join("lxc/default.conf")
-        }
+        Engine::Lxc => user_config_dir().join("lxc/default.conf"),
     }
+}
+
+/// `$XDG_CONFIG_HOME`, else `~/.config`.
+fn user_config_dir() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(|| ".config".into())
 }
 
 /// Writes `text` to `path` through a temporary file and a rename, with the

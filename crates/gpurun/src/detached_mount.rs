@@ -1,0 +1,64 @@
+//! A filesystem mounted nowhere (the new mount API: fsopen, fsconfig,
+//! fsmount): reachable only through the returned descriptor, so nothing is
+//! left in any mount namespace to clean up.
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// A string option for fsconfig; a failed optional one is skipped (an
+/// older kernel may not know it).
+pub struct FsOption<'a> {
+    pub key: &'a CStr,
+    pub value: &'a CStr,
+    pub required: bool,
+}
+
+fn check(rc: libc::c_long) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc as libc::c_int)
+    }
+}
+
+/// Mounts a `fstype` with `options` and the `MOUNT_ATTR_*` `attributes`,
+/// and returns the mount's root, close-on-exec.
+pub fn detached_mount(fstype: &CStr, options: &[FsOption], attributes: u64) -> io::Result<OwnedFd> {
+    // SAFETY: the new mount API with NUL-terminated strings; every result
+    // is a new descriptor owned here.
+    unsafe {
+        let context = OwnedFd::from_raw_fd(check(libc::syscall(
+            libc::SYS_fsopen,
+            fstype.as_ptr(),
+            libc::FSOPEN_CLOEXEC,
+        ))?);
+        for option in options {
+            let set = check(libc::syscall(
+                libc::SYS_fsconfig,
+                context.as_raw_fd(),
+                libc::FSCONFIG_SET_STRING,
+                option.key.as_ptr(),
+                option.value.as_ptr(),
+                0,
+            ));
+            if option.required {
+                set?;
+            }
+        }
+        check(libc::syscall(
+            libc::SYS_fsconfig,
+            context.as_raw_fd(),
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        ))?;
+        Ok(OwnedFd::from_raw_fd(check(libc::syscall(
+            libc::SYS_fsmount,
+            context.as_raw_fd(),
+            libc::FSMOUNT_CLOEXEC,
+            attributes,
+        ))?))
+    }
+}
