@@ -5,7 +5,7 @@
 //! read current kernels' vDSO; the script fetches Debian 13's 4.1).
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::thread::sleep;
@@ -69,6 +69,26 @@ fn start(rt: &Runtime, bundle: &Bundle, id: &str) {
     start_with(rt.command(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), id]));
 }
 
+fn checkpoint(rt: &Runtime, image_path: &Path, flags: &[&str], id: &str) -> Ran {
+    let mut args = vec!["--criu", criu(), "checkpoint"];
+    args.extend(flags);
+    args.extend(["--image-path", image_path.to_str().unwrap(), id]);
+    rt.run(args)
+}
+
+fn restore(rt: &Runtime, image_path: &Path, bundle: &str, flags: &[&str], id: &str) -> Ran {
+    let mut args = vec!["--criu", criu(), "restore"];
+    args.extend(flags);
+    args.extend([
+        "--image-path",
+        image_path.to_str().unwrap(),
+        "--bundle",
+        bundle,
+        id,
+    ]);
+    rt.run(args)
+}
+
 fn start_with(mut cmd: Command) {
     use std::process::Stdio;
     let status = cmd
@@ -91,14 +111,7 @@ fn a_restored_container_goes_on_where_it_was_checkpointed() {
     start(&rt, &bundle, &id);
     wait_for_count(&bundle, 10);
 
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "checkpoint",
-        "--image-path",
-        image_path.to_str().unwrap(),
-        &id,
-    ]);
+    let out = checkpoint(&rt, &image_path, &[], &id);
     assert_eq!(out.code, 0, "{}", out.stderr);
     // The container is gone: no state, no cgroup, no process counting.
     assert!(!rt.leftovers().contains(&id), "{:?}", rt.leftovers());
@@ -113,17 +126,13 @@ fn a_restored_container_goes_on_where_it_was_checkpointed() {
 
     // Restored under another id: it counts on from stopped_at, never from 1.
     let restored = unique("restored");
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "restore",
-        "-d",
-        "--image-path",
-        image_path.to_str().unwrap(),
-        "--bundle",
+    let out = restore(
+        &rt,
+        &image_path,
         bundle.dir.to_str().unwrap(),
+        &["-d"],
         &restored,
-    ]);
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let start_time = Instant::now();
     while start_time.elapsed() < Duration::from_millis(600) {
@@ -174,15 +183,7 @@ fn leave_running_and_a_foreground_restore() {
     start(&rt, &bundle, &id);
     wait_for_count(&bundle, 5);
 
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "checkpoint",
-        "--leave-running",
-        "--image-path",
-        image_path.to_str().unwrap(),
-        &id,
-    ]);
+    let out = checkpoint(&rt, &image_path, &["--leave-running"], &id);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(rt.state(&id)["status"], "running");
     rt.run(["delete", "--force", &id]).ok();
@@ -190,16 +191,13 @@ fn leave_running_and_a_foreground_restore() {
     // A foreground restore waits for the container and returns its exit
     // code (the shell ends with 3 at 40), then deletes it.
     let restored = unique("fg");
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "restore",
-        "--image-path",
-        image_path.to_str().unwrap(),
-        "--bundle",
+    let out = restore(
+        &rt,
+        &image_path,
         bundle.dir.to_str().unwrap(),
+        &[],
         &restored,
-    ]);
+    );
     assert_eq!(out.code, 3, "{}", out.stderr);
     assert_eq!(count(&bundle), 40);
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
@@ -218,16 +216,7 @@ fn failed_checkpoints_and_restores_leave_nothing() {
     let empty = images.path().join("empty");
     fs::create_dir(&empty).unwrap();
     let id = unique("bad");
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "restore",
-        "--image-path",
-        empty.to_str().unwrap(),
-        "--bundle",
-        bundle_path,
-        &id,
-    ]);
+    let out = restore(&rt, &empty, bundle_path, &[], &id);
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("not a checkpoint"), "{}", out.stderr);
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
@@ -235,14 +224,7 @@ fn failed_checkpoints_and_restores_leave_nothing() {
     // A created container is not running: nothing to checkpoint.
     let created = unique("created");
     rt.run(["create", "--bundle", bundle_path, &created]).ok();
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "checkpoint",
-        "--image-path",
-        images.path().join("x").to_str().unwrap(),
-        &created,
-    ]);
+    let out = checkpoint(&rt, &images.path().join("x"), &[], &created);
     assert_eq!(out.code, 1);
     assert!(
         out.stderr.contains("only a running container"),
@@ -257,29 +239,17 @@ fn failed_checkpoints_and_restores_leave_nothing() {
     start(&rt, &bundle, &running);
     wait_for_count(&bundle, 3);
     let image_path = images.path().join("ckpt");
-    rt.run([
-        "--criu",
-        criu(),
-        "checkpoint",
-        "--image-path",
-        image_path.to_str().unwrap(),
-        &running,
-    ])
-    .ok();
+    checkpoint(&rt, &image_path, &[], &running).ok();
     let other = counting(10);
     fs::remove_dir_all(other.rootfs().join("bin")).unwrap();
     let failed = unique("failed");
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "restore",
-        "-d",
-        "--image-path",
-        image_path.to_str().unwrap(),
-        "--bundle",
+    let out = restore(
+        &rt,
+        &image_path,
         other.dir.to_str().unwrap(),
+        &["-d"],
         &failed,
-    ]);
+    );
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("restore.log"), "{}", out.stderr);
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
@@ -288,29 +258,9 @@ fn failed_checkpoints_and_restores_leave_nothing() {
 
     // The same images restore once, and a second restore under the same id
     // is refused while the first runs.
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "restore",
-        "-d",
-        "--image-path",
-        image_path.to_str().unwrap(),
-        "--bundle",
-        bundle_path,
-        &failed,
-    ]);
+    let out = restore(&rt, &image_path, bundle_path, &["-d"], &failed);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "restore",
-        "-d",
-        "--image-path",
-        image_path.to_str().unwrap(),
-        "--bundle",
-        bundle_path,
-        &failed,
-    ]);
+    let out = restore(&rt, &image_path, bundle_path, &["-d"], &failed);
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("already exists"), "{}", out.stderr);
     rt.run(["delete", "--force", &failed]).ok();
@@ -349,14 +299,7 @@ fn gpu_containers_are_refused_and_keep_running() {
     args.extend(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id].map(String::from));
     start_with(rt.command(&args));
     let images = Scratch::new("images");
-    let out = rt.run([
-        "--criu",
-        criu(),
-        "checkpoint",
-        "--image-path",
-        images.path().join("c").to_str().unwrap(),
-        &id,
-    ]);
+    let out = checkpoint(&rt, &images.path().join("c"), &[], &id);
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("cuda-checkpoint"), "{}", out.stderr);
     assert_eq!(rt.state(&id)["status"], "running");
