@@ -36,8 +36,11 @@ check "setup containerd keeps the other settings" 1 \
   "$(grep -c 'restrict_oom_score_adj = true' "$work/config.toml")"
 
 # gpurun finds the fake GPU host through its config file: the engine
-# passes its environment on to the shim and the runtime.
-GPURUN_CONFIG="$work/gpurun.toml" containerd --config "$work/config.toml" > "$work/containerd.log" 2>&1 &
+# passes its environment on to the shim and the runtime, and so its PATH,
+# where checkpoint and restore find criu.
+mkdir -p "$work/criu-bin"
+ln -s "$(sh scripts/criu.sh)" "$work/criu-bin/criu"
+GPURUN_CONFIG="$work/gpurun.toml" PATH="$work/criu-bin:$PATH" containerd --config "$work/config.toml" > "$work/containerd.log" 2>&1 &
 pids="$!"
 ctr() { command ctr -a "$sock" -n gpurun "$@"; }
 wait_for ctr version || { echo "containerd did not start"; tail "$work/containerd.log"; exit 1; }
@@ -81,6 +84,49 @@ out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=9 "$glib
 check "a bad GPU request fails the run" 1 "$?"
 check_contains "ctr shows gpurun's one-line reason" 'NVIDIA_VISIBLE_DEVICES: no GPU "9"' "$out"
 check "the failed create leaves nothing behind" "" "$(state_left "$runc_root")"
+
+# Checkpoint and restore through containerd's task API: containerd pauses
+# the task before it checkpoints it, and go-runc restores with Go-style
+# flags (-no-subreaper).
+counter='i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done'
+count_of() { ctr task exec --exec-id "c$(date +%s%N)" "$1" cat /tmp/count 2>/dev/null; }
+ctr run -d --null-io --runc-binary "$gpurun" "$bb" t-ckpt sh -c "$counter"
+count_reaches() { # TASK N
+  for _ in $(seq 1 100); do
+    [ "$(count_of "$1")" -ge "$2" ] 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+count_reaches t-ckpt 10
+check "the task counts to 10" 0 "$?"
+ctr task checkpoint --image-path "$work/ckpt-images" t-ckpt
+check "ctr task checkpoint: exit 0" 0 "$?"
+check "the images are CRIU's" yes "$([ -s "$work/ckpt-images/inventory.img" ] && echo yes)"
+check "the task runs on after a checkpoint" RUNNING "$(ctr task ls | awk '$1 == "t-ckpt" {print $3}')"
+# Read before the checkpoint: the restored count can only be higher; a
+# restarted process would start again from 1.
+at_checkpoint=$(count_of t-ckpt)
+ctr container checkpoint --task --rw t-ckpt gpurun-test/ckpt:1 >/dev/null
+check "ctr container checkpoint --task --rw: exit 0" 0 "$?"
+ctr task kill -s SIGKILL t-ckpt
+wait_for sh -c "command ctr -a $sock -n gpurun task ls | grep -q 't-ckpt.*STOPPED'"
+ctr task rm t-ckpt >/dev/null
+ctr container rm t-ckpt
+ctr container restore --live --rw t-restored gpurun-test/ckpt:1
+check "ctr container restore --live: exit 0" 0 "$?"
+at_restore=$(count_of t-restored)
+check "the restored process counts on, not from 1" yes \
+  "$([ "${at_restore:-0}" -ge "${at_checkpoint:-1}" ] && echo yes)"
+check "the restored task is running" RUNNING "$(ctr task ls | awk '$1 == "t-restored" {print $3}')"
+ctr task checkpoint --exit --image-path "$work/ckpt-exit" t-restored
+check "ctr task checkpoint --exit: exit 0" 0 "$?"
+check "the task is stopped after checkpoint --exit" STOPPED \
+  "$(ctr task ls | awk '$1 == "t-restored" {print $3}')"
+ctr task rm t-restored >/dev/null 2>&1
+ctr container rm t-restored
+check "checkpoint and restore leave nothing" "" "$(state_left "$runc_root")"
+check "no CRIU root left mounted" 0 "$(grep -c criu-root /proc/self/mountinfo)"
 
 # The CRI path: a host-network pod with runtime_handler "gpurun".
 cri=target/debug/cri-client

@@ -183,19 +183,26 @@ fn leave_running_and_a_foreground_restore() {
     start(&rt, &bundle, &id);
     wait_for_count(&bundle, 5);
 
+    // containerd pauses a task before it checkpoints it: a paused
+    // container is checkpointed, and stays paused with --leave-running.
+    assert_eq!(rt.run(["pause", &id]).code, 0);
     let out = checkpoint(&rt, &image_path, &["--leave-running"], &id);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(rt.state(&id)["status"], "paused");
+    assert_eq!(rt.run(["resume", &id]).code, 0);
     assert_eq!(rt.state(&id)["status"], "running");
     rt.run(["delete", "--force", &id]).ok();
 
     // A foreground restore waits for the container and returns its exit
-    // code (the shell ends with 3 at 40), then deletes it.
+    // code (the shell ends with 3 at 40), then deletes it. -no-subreaper
+    // with one dash is how containerd's go-runc spells it (runc's flag
+    // parser takes both).
     let restored = unique("fg");
     let out = restore(
         &rt,
         &image_path,
         bundle.dir.to_str().unwrap(),
-        &[],
+        &["-no-subreaper"],
         &restored,
     );
     assert_eq!(out.code, 3, "{}", out.stderr);
@@ -227,7 +234,7 @@ fn failed_checkpoints_and_restores_leave_nothing() {
     let out = checkpoint(&rt, &images.path().join("x"), &[], &created);
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.contains("only a running container"),
+        out.stderr.contains("only a running or paused container"),
         "{}",
         out.stderr
     );

@@ -45,6 +45,52 @@ fn mounts_are_mounted_in_the_listed_order() {
 }
 
 #[test]
+fn mounts_propagation_options_take_effect() {
+    require_root!();
+    // A shared source (made in a private mount namespace, so the host's
+    // table is untouched), bound three times: `rprivate` must cut the
+    // bind off from it (runc; Docker asks this for /etc/hosts), `rslave`
+    // and the default (under the rootfs's rslave) keep receiving from it.
+    let rt = Runtime::new();
+    let source = gpurun_tests::Scratch::new("shared-source");
+    let bundle = bundle_running(
+        "for d in /private /slave /default; do \
+           grep \" $d \" /proc/self/mountinfo | grep -q master: && echo \"$d slave\" || echo \"$d private\"; \
+         done",
+    );
+    bundle.edit(|c| {
+        let mounts = c["mounts"].as_array_mut().unwrap();
+        for (destination, options) in [
+            ("/private", vec!["rbind", "rprivate"]),
+            ("/slave", vec!["rbind", "rslave"]),
+            ("/default", vec!["rbind"]),
+        ] {
+            mounts.push(serde_json::json!({
+                "destination": destination, "type": "bind",
+                "source": source.path(), "options": options
+            }));
+        }
+    });
+    let id = unique("oci");
+    let gpurun = rt.command(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    let mut line = vec![gpurun.get_program().to_owned()];
+    line.extend(gpurun.get_args().map(|a| a.to_owned()));
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount -t tmpfs none "$0" && mount --make-shared "$0" && exec "$@""#)
+        .arg(source.path())
+        .args(line);
+    let out = gpurun_tests::run_cmd(&mut cmd, Duration::from_secs(60));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout.trim(),
+        "/private private\n/slave slave\n/default slave",
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn mounts_destination_must_be_absolute_or_is_taken_from_the_root() {
     require_root!();
     // runc (and so every engine) takes a relative destination as relative

@@ -9,6 +9,7 @@ mod criu;
 mod detached_mount;
 mod executor;
 mod foreground;
+mod go_flags;
 mod gpu_roots;
 mod host_root;
 mod idmap;
@@ -23,7 +24,7 @@ mod validate;
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, GlobalFlags};
 
@@ -36,7 +37,12 @@ pub struct Ctx {
 fn main() {
     refuse_to_run_as_a_hook();
     print_version_if_asked();
-    let cli = Cli::parse();
+    let command = Cli::command();
+    let mut argv = std::env::args_os();
+    let program = argv.next().unwrap_or_else(|| "gpurun".into());
+    let args = go_flags::normalize(&command, argv.collect());
+    let matches = command.get_matches_from(std::iter::once(program).chain(args));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     close_inherited_fds(&cli.command);
     if cli.command.only_reports() {
         // SAFETY: restoring a default disposition, before any thread exists.

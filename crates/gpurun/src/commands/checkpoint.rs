@@ -17,9 +17,13 @@ pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
     let id = &args.container_id;
     let mut container = containers::load(&ctx.root, id)?;
     container.refresh_status()?;
-    if container.status() != ContainerStatus::Running {
+    // containerd pauses a task before it checkpoints it; runc takes both.
+    if !matches!(
+        container.status(),
+        ContainerStatus::Running | ContainerStatus::Paused
+    ) {
         bail!(
-            "container {id:?} is {}: only a running container can be checkpointed",
+            "container {id:?} is {}: only a running or paused container can be checkpointed",
             containers::status_name(&container)
         );
     }

@@ -756,6 +756,7 @@ impl Mount {
                 None,
                 linux::MOVE_MOUNT_T_EMPTY_PATH | linux::MOVE_MOUNT_F_EMPTY_PATH,
             )?;
+            self.apply_propagation(m, mount_fd)?;
         } else {
             // Kept open until the overlay is made (gpurun patch).
             let _private_upper = if typ == Some("overlay") {
@@ -851,6 +852,7 @@ impl Mount {
                     None,
                     linux::MOVE_MOUNT_T_EMPTY_PATH | linux::MOVE_MOUNT_F_EMPTY_PATH,
                 )?;
+                self.apply_propagation(m, mount_fd)?;
                 Ok(())
             };
 
@@ -869,6 +871,49 @@ impl Mount {
             }
         }
 
+        Ok(())
+    }
+
+    /// gpurun patch: the spec's propagation options (`rprivate`, `slave`,
+    /// ...), in their order, on the mount once it is attached, as runc does
+    /// after its mount(2). The fd-based flow dropped them: a bind that
+    /// asked for `rprivate` stayed a slave of the host's mount.
+    fn apply_propagation(
+        &self,
+        m: &SpecMount,
+        mount_fd: std::os::fd::BorrowedFd<'_>,
+    ) -> std::result::Result<(), SyscallError> {
+        for option in m.options().iter().flatten() {
+            let (propagation, recursive) = match option.as_str() {
+                "shared" => (MsFlags::MS_SHARED, false),
+                "rshared" => (MsFlags::MS_SHARED, true),
+                "slave" => (MsFlags::MS_SLAVE, false),
+                "rslave" => (MsFlags::MS_SLAVE, true),
+                "private" => (MsFlags::MS_PRIVATE, false),
+                "rprivate" => (MsFlags::MS_PRIVATE, true),
+                "unbindable" => (MsFlags::MS_UNBINDABLE, false),
+                "runbindable" => (MsFlags::MS_UNBINDABLE, true),
+                _ => continue,
+            };
+            let attr = linux::MountAttr {
+                attr_set: 0,
+                attr_clr: 0,
+                propagation: propagation.bits() as u64,
+                userns_fd: 0,
+            };
+            let flags = if recursive {
+                linux::AT_EMPTY_PATH | linux::AT_RECURSIVE
+            } else {
+                linux::AT_EMPTY_PATH
+            };
+            self.syscall.mount_setattr(
+                mount_fd,
+                Path::new(""),
+                flags,
+                &attr,
+                mem::size_of::<linux::MountAttr>(),
+            )?;
+        }
         Ok(())
     }
 
