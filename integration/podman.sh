@@ -78,4 +78,41 @@ out=$(prun -e NVIDIA_VISIBLE_DEVICES=9 gpurun-test/glibc true 2>&1)
 check_contains "a bad GPU request shows gpurun's reason" 'NVIDIA_VISIBLE_DEVICES: no GPU "9"' "$out"
 check "nothing left in gpurun's state dir" "" "$(state_left "$home/run/gpurun")"
 
+# Rootful Podman with private storage: podman container checkpoint and
+# restore (Podman checks `gpurun checkpoint --help` and finds criu on
+# PATH; the container's stdio are conmon's pipes). Lower ulimits: rootful
+# Podman asks for nofile and nproc of 1048576, which only a runtime with
+# CAP_SYS_RESOURCE can set (this VM's root lacks it; runc fails the same).
+mkdir -p "$work/criu-bin"
+ln -s "$(sh scripts/criu.sh)" "$work/criu-bin/criu"
+rootful() {
+  PATH="$work/criu-bin:$PATH" podman --root "$work/storage" --runroot "$work/runroot" \
+    --runtime "$gpurun" --cgroup-manager cgroupfs --events-backend file "$@"
+}
+rootful load -i "$work/busybox.tar" >/dev/null 2>&1
+rootful run -d --network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+  --name ckpt gpurun-test/busybox sh -c \
+  'i=0; while true; do i=$((i+1)); echo $i > /tmp/count; echo "line $i"; sleep 0.1; done' >/dev/null
+check "rootful podman run -d" 0 "$?"
+id=$(rootful inspect -f '{{.Id}}' ckpt)
+check "the container's state is in gpurun's root" 1 "$("$gpurun" list -q | grep -c "^$id$")"
+count_of() { rootful exec ckpt cat /tmp/count 2>/dev/null; }
+for _ in $(seq 1 100); do [ "$(count_of)" -ge 10 ] 2>/dev/null && break; sleep 0.2; done
+at_checkpoint=$(count_of)
+rootful container checkpoint ckpt >/dev/null
+check "podman container checkpoint: exit 0" 0 "$?"
+check "the container stopped at its checkpoint" exited "$(rootful inspect -f '{{.State.Status}}' ckpt)"
+rootful container restore ckpt >/dev/null
+check "podman container restore: exit 0" 0 "$?"
+at_restore=$(count_of)
+check "the restored process counts on, not from 1" yes \
+  "$([ "${at_restore:-0}" -ge "${at_checkpoint:-1}" ] && echo yes)"
+sleep 0.5
+last=$(rootful logs ckpt 2>&1 | tail -1)
+check "its output still reaches podman logs" yes \
+  "$([ "${last#line }" -gt "${at_restore:-0}" ] 2>/dev/null && echo yes)"
+rootful rm -f -t 0 ckpt >/dev/null
+check "nothing left in gpurun's state dir" "" "$(state_left /run/gpurun)"
+rootful system reset -f >/dev/null 2>&1
+
 summary podman

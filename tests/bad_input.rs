@@ -218,3 +218,30 @@ fn a_reader_that_goes_away_ends_a_listing_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}: {stderr}");
 }
+
+#[test]
+fn an_rlimit_above_what_the_host_allows_names_the_limit() {
+    require_root!();
+    // Above fs.nr_open no one can raise RLIMIT_NOFILE (and without
+    // CAP_SYS_RESOURCE, as on this VM, not above gpurun's own hard limit):
+    // it failed in the container's init with a bare EPERM.
+    let nr_open: u64 = fs::read_to_string("/proc/sys/fs/nr_open")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        c["process"]["rlimits"] = serde_json::json!([
+            {"type": "RLIMIT_NOFILE", "soft": 1024, "hard": nr_open + 1}
+        ]);
+    });
+    let id = unique("rlimit");
+    assert_clean_failure(
+        &rt,
+        &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "process.rlimits RLIMIT_NOFILE: hard limit",
+    );
+}

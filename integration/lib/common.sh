@@ -20,10 +20,11 @@ summary() { # SUITE
   [ "$failed" = 0 ]
 }
 
-# What a state directory holds besides the driver cache (@driver-cache,
-# kept between containers on purpose).
+# What a state directory holds besides gpurun's own entries, whose names
+# start with @ and are kept between containers on purpose (@driver-cache,
+# @lxc-devices).
 state_left() { # DIR
-  ls "$1" 2>/dev/null | grep -v '^@driver-cache$'
+  ls "$1" 2>/dev/null | grep -v '^@'
 }
 
 # Waits up to 20 s for COMMAND to succeed.

@@ -68,8 +68,78 @@ fn check_rlimits(spec: &Spec) -> Result<()> {
                 rlimit.hard()
             );
         }
+        check_raisable(&name, rlimit.hard())?;
     }
     Ok(())
+}
+
+/// The container's init inherits gpurun's limits and can raise a hard
+/// limit only with CAP_SYS_RESOURCE (never in a rootless container, and
+/// RLIMIT_NOFILE never above fs.nr_open). Without this the create failed
+/// in the init with a bare EPERM (podman's default nofile of 1048576 on a
+/// host whose root lacks CAP_SYS_RESOURCE).
+fn check_raisable(name: &str, hard: u64) -> Result<()> {
+    let Some(resource) = rlimit_resource(name) else {
+        return Ok(());
+    };
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(resource, &mut current) } != 0 {
+        return Ok(());
+    }
+    if hard <= current.rlim_max {
+        return Ok(());
+    }
+    let can_raise = caps::has_cap(
+        None,
+        caps::CapSet::Effective,
+        caps::Capability::CAP_SYS_RESOURCE,
+    )
+    .unwrap_or(false);
+    let ceiling = if !can_raise {
+        Some((current.rlim_max, "gpurun lacks CAP_SYS_RESOURCE"))
+    } else if resource == libc::RLIMIT_NOFILE {
+        std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .filter(|&nr_open| hard > nr_open)
+            .map(|nr_open| (nr_open, "that is fs.nr_open"))
+    } else {
+        None
+    };
+    if let Some((ceiling, why)) = ceiling {
+        let ulimit = name.trim_start_matches("RLIMIT_").to_lowercase();
+        bail!(
+            "process.rlimits {name}: hard limit {hard} is above {ceiling}, the most this host allows here ({why}): lower it (e.g. --ulimit {ulimit}={ceiling}:{ceiling})"
+        );
+    }
+    Ok(())
+}
+
+/// The setrlimit resource for a spec rlimit type.
+fn rlimit_resource(name: &str) -> Option<libc::__rlimit_resource_t> {
+    Some(match name {
+        "RLIMIT_AS" => libc::RLIMIT_AS,
+        "RLIMIT_CORE" => libc::RLIMIT_CORE,
+        "RLIMIT_CPU" => libc::RLIMIT_CPU,
+        "RLIMIT_DATA" => libc::RLIMIT_DATA,
+        "RLIMIT_FSIZE" => libc::RLIMIT_FSIZE,
+        "RLIMIT_LOCKS" => libc::RLIMIT_LOCKS,
+        "RLIMIT_MEMLOCK" => libc::RLIMIT_MEMLOCK,
+        "RLIMIT_MSGQUEUE" => libc::RLIMIT_MSGQUEUE,
+        "RLIMIT_NICE" => libc::RLIMIT_NICE,
+        "RLIMIT_NOFILE" => libc::RLIMIT_NOFILE,
+        "RLIMIT_NPROC" => libc::RLIMIT_NPROC,
+        "RLIMIT_RSS" => libc::RLIMIT_RSS,
+        "RLIMIT_RTPRIO" => libc::RLIMIT_RTPRIO,
+        "RLIMIT_RTTIME" => libc::RLIMIT_RTTIME,
+        "RLIMIT_SIGPENDING" => libc::RLIMIT_SIGPENDING,
+        "RLIMIT_STACK" => libc::RLIMIT_STACK,
+        _ => return None,
+    })
 }
 
 /// Hook paths "MUST be absolute"; a timeout, if set, "MUST be greater than

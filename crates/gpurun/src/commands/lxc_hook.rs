@@ -66,6 +66,9 @@ pub fn lxc_hook(ctx: &Ctx, args: LxcHookArgs) -> Result<i32> {
     }
 }
 
+/// Under the state root; `@` keeps it apart from every container id.
+const LXC_DEVICES_DIR: &str = "@lxc-devices";
+
 /// Where the mount hook leaves a privileged container's device rules for
 /// its start-host hook: LXC writes the container's device cgroup after the
 /// mount hooks (`devices.deny = a` clears what was allowed before), and
@@ -76,7 +79,7 @@ fn device_rules_file(ctx: &Ctx) -> Result<PathBuf> {
     let config = std::env::var("LXC_CONFIG_FILE").unwrap_or_default();
     let key = gpurun_gpu::mount_points::content_name(&[name.as_bytes(), config.as_bytes()]);
     Ok(state_root::resolve(ctx.global.root.as_deref())?
-        .join("lxc")
+        .join(LXC_DEVICES_DIR)
         .join(format!("{}.devices", &key[..32])))
 }
 
