@@ -476,6 +476,8 @@ fn every_container_process_is_in_the_container_cgroup_of_every_controller() {
         "cpu", "cpuacct", "cpuset", "devices", "memory", "freezer", "blkio", "pids",
     ];
     let v1 = std::path::Path::new("/sys/fs/cgroup/freezer").is_dir();
+    let systemd_named = std::path::Path::new("/sys/fs/cgroup/systemd/tasks").exists();
+    let hybrid = std::path::Path::new("/sys/fs/cgroup/unified/cgroup.threads").exists();
     let mut hierarchies = Vec::new();
     for pid in &pids {
         let table = fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
@@ -486,8 +488,12 @@ fn every_container_process_is_in_the_container_cgroup_of_every_controller() {
                 parts.next().unwrap(),
                 parts.next().unwrap(),
             );
+            // On v1 also the hierarchies without controllers that runc
+            // joins: systemd's named one and a hybrid host's unified one.
             let ours_to_manage = if v1 {
                 controllers.split(',').any(|c| managed.contains(&c))
+                    || (controllers == "name=systemd" && systemd_named)
+                    || (controllers.is_empty() && hybrid)
             } else {
                 controllers.is_empty()
             };
@@ -502,7 +508,12 @@ fn every_container_process_is_in_the_container_cgroup_of_every_controller() {
     hierarchies.dedup();
     for controllers in hierarchies {
         let dir = if v1 {
-            format!("/sys/fs/cgroup/{controllers}{ours}")
+            let hierarchy = match controllers.as_str() {
+                "name=systemd" => "systemd",
+                "" => "unified",
+                named => named,
+            };
+            format!("/sys/fs/cgroup/{hierarchy}{ours}")
         } else {
             format!("/sys/fs/cgroup{ours}")
         };

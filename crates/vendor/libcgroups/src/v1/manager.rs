@@ -39,6 +39,18 @@ pub struct Manager {
     // gpurun patch: like runc, a rootless container on a v1 host without
     // delegation runs without cgroups instead of failing with EACCES.
     rootless: bool,
+    // gpurun patch: the hierarchies without controllers that runc joins as
+    // well: systemd's named v1 hierarchy and, on a hybrid host, the unified
+    // (v2) one. systemd tracks processes there; without them a container
+    // stayed in the cgroup of whoever started it (a service's, a login
+    // session's) in systemd's view.
+    tracking: Vec<TrackingCgroup>,
+}
+
+/// A cgroup in a hierarchy without controllers, joined but never limited.
+struct TrackingCgroup {
+    path: PathBuf,
+    unified: bool,
 }
 
 #[derive(thiserror::Error, Debug)]
@@ -111,11 +123,105 @@ impl Manager {
             }
         }
 
+        let uses_caller_cgroup = cgroup_path.as_os_str().is_empty();
+        let tracking = if uses_caller_cgroup {
+            Vec::new()
+        } else {
+            Self::tracking_cgroups(cgroup_path, &mounts, &own_cgroups)
+        };
         Ok(Manager {
             subsystems,
-            uses_caller_cgroup: cgroup_path.as_os_str().is_empty(),
+            uses_caller_cgroup,
             rootless: false,
+            tracking,
         })
+    }
+
+    /// The container's directories in the named systemd hierarchy and the
+    /// hybrid host's unified one, where those are mounted.
+    fn tracking_cgroups(
+        cgroup_path: &Path,
+        mounts: &[MountInfo],
+        own_cgroups: &ProcessCGroups,
+    ) -> Vec<TrackingCgroup> {
+        let mut found = Vec::new();
+        for mount in mounts {
+            let unified = mount.fs_type == "cgroup2";
+            let named_systemd = mount.fs_type == "cgroup"
+                && mount.super_options.get("name") == Some(&Some("systemd".to_string()));
+            if !(unified || named_systemd) {
+                continue;
+            }
+            let joined_before = if unified {
+                own_cgroups.0.iter().any(|c| c.hierarchy == 0)
+            } else {
+                own_cgroups
+                    .0
+                    .iter()
+                    .any(|c| c.controllers.iter().any(|n| n == "name=systemd"))
+            };
+            if !joined_before || found.iter().any(|t: &TrackingCgroup| t.unified == unified) {
+                continue;
+            }
+            if let Ok(path) = mount.mount_point.join_safely(cgroup_path) {
+                found.push(TrackingCgroup { path, unified });
+            }
+        }
+        found
+    }
+
+    /// gpurun patch: on a hybrid host, makes the container's unified (v2)
+    /// cgroup and returns it, for the parent to clone the container's first
+    /// process straight into it (CLONE_INTO_CGROUP): joining it later by
+    /// cgroup.procs waits for an RCU grace period, milliseconds per start.
+    /// Without a manager, which would read mountinfo once more: the unified
+    /// hierarchy is where `get_cgroup_setup` found it.
+    pub fn prepare_hybrid_clone_into(cgroup_path: &Path, rootless: bool) -> Option<PathBuf> {
+        if cgroup_path.as_os_str().is_empty() {
+            return None;
+        }
+        let dir = Path::new(common::DEFAULT_CGROUP_ROOT)
+            .join("unified")
+            .join_safely(cgroup_path)
+            .ok()?;
+        if fs::create_dir_all(&dir).is_err() || (rootless && !Self::rootless_usable(&dir)) {
+            return None;
+        }
+        Some(dir)
+    }
+
+    /// Joins the tracking hierarchies; best effort, as they limit nothing.
+    fn join_tracking(&self, pid: Pid) {
+        for cgroup in &self.tracking {
+            if self.rootless && !Self::rootless_usable(&cgroup.path) {
+                continue;
+            }
+            let joined = if cgroup.unified {
+                if pid.as_raw() == 0 && Self::caller_is_in(&cgroup.path) {
+                    continue;
+                }
+                fs::create_dir_all(&cgroup.path)
+                    .and_then(|()| fs::write(cgroup.path.join(CGROUP_PROCS), pid.to_string()))
+            } else {
+                fs::create_dir_all(&cgroup.path)
+                    .and_then(|()| fs::write(cgroup.path.join("tasks"), pid.to_string()))
+            };
+            if let Err(err) = joined {
+                tracing::debug!("cannot join {:?}: {err}", cgroup.path);
+            }
+        }
+    }
+
+    /// Whether the caller is already in the unified cgroup `path` (it was
+    /// cloned into it).
+    fn caller_is_in(path: &Path) -> bool {
+        let Ok(table) = fs::read_to_string("/proc/self/cgroup") else {
+            return false;
+        };
+        table
+            .lines()
+            .find_map(|line| line.strip_prefix("0::"))
+            .is_some_and(|own| path.ends_with(own.trim_start_matches('/')) && own != "/")
     }
 
     /// Marks the manager as rootless: subsystems the caller may not write
@@ -246,6 +352,7 @@ impl CgroupManager for Manager {
                 CtrlType::Freezer => Freezer::add_task(pid, cgroup_path)?,
             }
         }
+        self.join_tracking(pid);
 
         Ok(())
     }
@@ -299,6 +406,15 @@ impl CgroupManager for Manager {
                 }
 
                 common::delete_with_retry(cgroup_path, 4, Duration::from_millis(100))?;
+            }
+        }
+        for cgroup in &self.tracking {
+            if cgroup.path.exists() {
+                if let Err(err) =
+                    common::delete_with_retry(&cgroup.path, 4, Duration::from_millis(100))
+                {
+                    tracing::warn!("cannot remove {:?}: {err}", cgroup.path);
+                }
             }
         }
 

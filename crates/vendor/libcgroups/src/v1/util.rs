@@ -77,7 +77,8 @@ pub fn cgroup_mounts() -> Result<Vec<MountInfo>, V1MountPointError> {
     let mut mounts = Vec::new();
     for line in reader.lines() {
         let mount = MountInfo::from_line(&line?).map_err(V1MountPointError::MountInfo)?;
-        if mount.fs_type == "cgroup" {
+        // gpurun patch: cgroup2 too, for a hybrid host's unified hierarchy.
+        if mount.fs_type == "cgroup" || mount.fs_type == "cgroup2" {
             mounts.push(mount);
         }
     }
@@ -92,6 +93,7 @@ pub fn find_subsystem_mount_point(
     let subsystem_name = subsystem.to_string();
     mounts
         .iter()
+        .filter(|m| m.fs_type == "cgroup")
         .find(|m| {
             // Some systems mount net_prio and net_cls in the same directory
             // other systems mount them in their own directories. This

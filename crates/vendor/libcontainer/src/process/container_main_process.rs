@@ -50,24 +50,34 @@ pub enum ProcessError {
 type Result<T> = std::result::Result<T, ProcessError>;
 
 /// gpurun patch: the container's cgroup v2 directory, made and opened for
-/// CLONE_INTO_CGROUP; `None` on v1, with systemd, or when it cannot be made
+/// CLONE_INTO_CGROUP (on a hybrid host, its unified one); `None` on a pure
+/// v1 host, with systemd, or when it cannot be made
 /// now (the intermediate process then joins, and reports any error, as
 /// before).
 fn clone_into_cgroup(args: &ContainerArgs) -> Option<std::os::fd::OwnedFd> {
-    if args.cgroup_config.systemd_cgroup
-        || !matches!(
-            libcgroups::common::get_cgroup_setup(),
-            Ok(libcgroups::common::CgroupSetup::Unified)
-        )
-    {
+    use libcgroups::common::CgroupSetup;
+    if args.cgroup_config.systemd_cgroup {
+        return None;
+    }
+    let setup = libcgroups::common::get_cgroup_setup().ok()?;
+    if matches!(setup, CgroupSetup::Legacy) {
         return None;
     }
     let rootless =
         crate::utils::rootless_required(args.syscall.create_syscall().as_ref()).unwrap_or(false);
-    let dir = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
-        .ok()?
-        .with_rootless(rootless)
-        .prepare_clone_into()?;
+    let dir = if matches!(setup, CgroupSetup::Hybrid) {
+        // The unified hierarchy; v1 membership is inherited and the
+        // intermediate process moves its own thread there.
+        libcgroups::v1::manager::Manager::prepare_hybrid_clone_into(
+            &args.cgroup_config.cgroup_path,
+            rootless,
+        )?
+    } else {
+        libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
+            .ok()?
+            .with_rootless(rootless)
+            .prepare_clone_into()?
+    };
     nix::fcntl::open(
         &dir,
         nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
