@@ -571,3 +571,94 @@ open(sys.argv[2], 'w').write('fds=%d %s' % (len(fds), msg.decode()))\n\
     assert_eq!(state["metadata"], "from-the-spec");
     assert_eq!(state["state"]["id"], id.as_str());
 }
+
+/// runc's exec starts from the container's own process: its user, cwd,
+/// rlimits and oomScoreAdj, with noNewPrivileges as the config has it;
+/// -u UID keeps the config's group and --additional-gids adds to its
+/// groups. gpurun's ran as root in "/" with every bounding capability and
+/// noNewPrivileges on.
+#[test]
+fn exec_starts_from_the_containers_process() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        c["process"]["terminal"] = json!(false);
+        c["process"]["user"] = json!({"uid": 1000, "gid": 1000, "additionalGids": [5, 6]});
+        c["process"]["cwd"] = json!("/tmp");
+        c["process"]["rlimits"] = json!([{"type": "RLIMIT_NOFILE", "soft": 900, "hard": 1000}]);
+        c["process"]["oomScoreAdj"] = json!(100);
+        c["process"]
+            .as_object_mut()
+            .unwrap()
+            .remove("noNewPrivileges");
+        // Without ambient capabilities a non-root user has none effective.
+        if let Some(caps) = c["process"]["capabilities"].as_object_mut() {
+            caps.remove("ambient");
+        }
+    });
+    let id = sleeping(&rt, &bundle);
+    let probe = "id; pwd; grep -E 'CapEff|NoNewPrivs' /proc/self/status; \
+                 grep 'open files' /proc/self/limits | tr -s ' '; cat /proc/self/oom_score_adj";
+    let out = rt.run(["exec", &id, "sh", "-c", probe]);
+    assert_eq!(
+        out.stdout,
+        "uid=1000 gid=1000 groups=5,6\n/tmp\nCapEff:\t0000000000000000\nNoNewPrivs:\t0\n\
+         Max open files 900 1000 files \n100\n",
+        "{}",
+        out.stderr
+    );
+    let out = rt.run([
+        "exec",
+        "-u",
+        "2000",
+        "--additional-gids",
+        "7",
+        "--cwd",
+        "/",
+        &id,
+        "sh",
+        "-c",
+        "id; pwd",
+    ]);
+    assert_eq!(
+        out.stdout, "uid=2000 gid=1000 groups=5,6,7\n/\n",
+        "{}",
+        out.stderr
+    );
+    rt.run(["delete", "--force", &id]).ok();
+}
+
+/// `exec -p /dev/stdin` with the process.json piped in: it is read once
+/// (it was read twice, and the second read found the pipe empty).
+#[test]
+fn exec_reads_a_piped_process_file() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let id = sleeping(&rt, &bundle);
+    let process = json!({
+        "args": ["echo", "from a pipe"], "cwd": "/", "user": {"uid": 0, "gid": 0},
+        "env": ["PATH=/bin"]
+    });
+    let mut child = rt
+        .command(["exec", "-p", "/dev/stdin", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(process.to_string().as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from a pipe\n");
+    rt.run(["delete", "--force", &id]).ok();
+}

@@ -206,3 +206,43 @@ fn a_device_a_rootless_user_cannot_open_is_named() {
         "device /dev/kmsg: uid",
     );
 }
+
+/// The container's seccomp profile binds exec'd processes too (runc puts
+/// every process it starts in a container under the filter); they ran
+/// without any, whether the command came from flags or --process.
+#[test]
+fn exec_d_processes_get_the_containers_seccomp_filter() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        c["root"]["readonly"] = serde_json::json!(false);
+        c["process"]["terminal"] = serde_json::json!(false);
+        c["linux"]["seccomp"] = serde_json::json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]
+        });
+    });
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("seccomp-exec");
+    rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .ok();
+    let probe = "grep Seccomp: /proc/self/status; mkdir /tmp/made && echo made || echo refused";
+    let out = rt.run(["exec", &id, "sh", "-c", probe]);
+    assert_eq!(out.stdout, "Seccomp:\t2\nrefused\n", "{}", out.stderr);
+    let scratch = Scratch::new("process");
+    let process = scratch.path().join("process.json");
+    fs::write(
+        &process,
+        serde_json::json!({
+            "args": ["sh", "-c", probe], "cwd": "/", "user": {"uid": 0, "gid": 0},
+            "env": ["PATH=/bin:/usr/bin"]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = rt.run(["exec", "--process", process.to_str().unwrap(), &id]);
+    assert_eq!(out.stdout, "Seccomp:\t2\nrefused\n", "{}", out.stderr);
+    rt.run(["delete", "--force", &id]).ok();
+}

@@ -46,15 +46,12 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
     if args.process.is_none() && args.command.is_empty() {
         anyhow::bail!("exec needs a command, or --process FILE with a process.json");
     }
+    // The process file is read once (it may be a pipe, as `-p /dev/stdin`)
+    // and handed on from memory.
+    let process_copy = args.process.as_deref().map(ProcessCopy::read).transpose()?;
     // A terminal without a console socket, in the foreground: gpurun's
     // own socket, and the master relayed to our stdin and stdout.
-    let wants_terminal = args.tty
-        || args.process.as_ref().is_some_and(|p| {
-            std::fs::read(p)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                .is_some_and(|v| v["terminal"] == true)
-        });
+    let wants_terminal = args.tty || process_copy.as_ref().is_some_and(|p| p.terminal);
     let own_socket = container
         .root
         .join(format!("exec-terminal-{}.sock", std::process::id()));
@@ -78,7 +75,7 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
         .with_tty(args.tty)
         .with_cwd(args.cwd.as_ref())
         .with_env(args.env.clone().into_iter().collect())
-        .with_process(args.process.as_ref())
+        .with_process(process_copy.as_ref().map(|p| p.path.clone()))
         .with_no_new_privs(args.no_new_privs)
         .with_container_args(args.command.clone())
         .with_additional_gids(args.additional_gids)
@@ -109,4 +106,37 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
         relay.finish();
     }
     Ok(code)
+}
+
+/// An exec's process.json, read once and kept in a memfd that libcontainer
+/// opens by its /proc/self/fd path.
+struct ProcessCopy {
+    path: std::path::PathBuf,
+    terminal: bool,
+    _memfd: std::os::fd::OwnedFd,
+}
+
+impl ProcessCopy {
+    fn read(path: &std::path::Path) -> Result<Self> {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let bytes =
+            std::fs::read(path).with_context(|| format!("read --process {}", path.display()))?;
+        let terminal = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .is_some_and(|v| v["terminal"] == true);
+        let memfd = nix::sys::memfd::memfd_create(
+            c"gpurun-process.json",
+            nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC,
+        )
+        .context("keep --process in memory")?;
+        let mut file = std::fs::File::from(memfd);
+        file.write_all(&bytes).context("keep --process in memory")?;
+        let memfd = std::os::fd::OwnedFd::from(file);
+        Ok(ProcessCopy {
+            path: format!("/proc/self/fd/{}", memfd.as_raw_fd()).into(),
+            terminal,
+            _memfd: memfd,
+        })
+    }
 }

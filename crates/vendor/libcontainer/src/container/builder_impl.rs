@@ -44,6 +44,8 @@ pub(super) struct ContainerBuilderImpl {
     pub notify_path: PathBuf,
     /// Container state
     pub container: Option<Container>,
+    /// The container an exec joins (gpurun patch; see ContainerArgs).
+    pub exec_into: Option<Container>,
     /// File descriptos preserved/passed to the container init process.
     pub preserve_fds: i32,
     /// If the container is to be run in detached mode
@@ -180,6 +182,7 @@ impl ContainerBuilderImpl {
             notify_listener,
             preserve_fds: self.preserve_fds,
             container: self.container.to_owned(),
+            exec_into: self.exec_into.to_owned(),
             user_ns_config: self.user_ns_config.to_owned(),
             cgroup_config,
             detached: self.detached,

@@ -134,6 +134,7 @@ impl InitContainerBuilder {
             user_ns_config,
             notify_path,
             container: Some(container.clone()),
+            exec_into: None,
             preserve_fds: self.base.preserve_fds,
             detached: self.detached,
             executor: self.base.executor,

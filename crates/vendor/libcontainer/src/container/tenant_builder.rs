@@ -14,7 +14,7 @@ use nix::unistd::{Pid, pipe2, read};
 use oci_spec::runtime::{
     Capabilities as SpecCapabilities, Capability as SpecCapability, LinuxBuilder,
     LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxNamespace, LinuxNamespaceBuilder,
-    LinuxNamespaceType, Process, ProcessBuilder, Spec, UserBuilder,
+    LinuxNamespaceType, Process, Spec,
 };
 use procfs::process::Namespace;
 
@@ -289,6 +289,7 @@ impl TenantContainerBuilder {
             user_ns_config,
             notify_path: notify_path.clone(),
             container: None,
+            exec_into: Some(container.clone()),
             preserve_fds: self.base.preserve_fds,
             detached: self.detached,
             executor: self.base.executor,
@@ -416,54 +417,43 @@ impl TenantContainerBuilder {
         let process = if let Some(process) = &self.process {
             self.get_process(process)?
         } else {
-            // Use the spec's process env as the baseline for exec.
-            let spec_env = spec
-                .process()
-                .as_ref()
-                .and_then(|p| p.env().as_ref().cloned())
-                .unwrap_or_default();
-            let mut process_builder = ProcessBuilder::default()
-                .args(self.get_args()?)
-                .env(self.get_environment(spec_env))
-                .terminal(self.tty);
+            // gpurun patch: as runc, the exec'd process is the container's
+            // own process with the flags' changes: its user, cwd, rlimits,
+            // oomScoreAdj, umask, noNewPrivileges and AppArmor profile too.
+            // A default process ran as root in "/" with all of the
+            // bounding set's capabilities in a container meant to run as
+            // a user, and with noNewPrivileges on where the config left it
+            // off.
+            let mut process = spec.process().clone().unwrap_or_default();
+            let spec_env = process.env().clone().unwrap_or_default();
+            process.set_args(Some(self.get_args()?));
+            process.set_env(Some(self.get_environment(spec_env)));
+            process.set_terminal(Some(self.tty));
+            process.set_console_size(None);
             if let Some(cwd) = self.get_working_dir()? {
-                process_builder = process_builder.cwd(cwd);
+                process.set_cwd(cwd);
             }
-
-            if let Some(process) = spec.process() {
-                if let Some(cpu_affinity) = process.exec_cpu_affinity() {
-                    process_builder = process_builder.exec_cpu_affinity(cpu_affinity.clone());
-                }
-            }
-
-            if let Some(no_new_priv) = self.get_no_new_privileges(spec) {
-                process_builder = process_builder.no_new_privileges(no_new_priv);
-            }
-
+            process.set_no_new_privileges(Some(self.get_no_new_privileges(spec).unwrap_or(false)));
             if let Some(ref apparmor) = self.apparmor {
-                process_builder = process_builder.apparmor_profile(apparmor)
+                process.set_apparmor_profile(Some(apparmor.clone()));
             }
-
-            let capabilities = get_capabilities(&self.capabilities, spec)?;
-            process_builder = process_builder.capabilities(capabilities);
-
-            let mut user_builder = UserBuilder::default();
-
+            process.set_capabilities(Some(get_capabilities(&self.capabilities, spec)?));
+            let mut user = process.user().clone();
             if !self.additional_gids.is_empty() {
-                user_builder = user_builder.additional_gids(self.additional_gids.clone());
+                // Added to the config's, as runc adds them.
+                let mut gids = user.additional_gids().clone().unwrap_or_default();
+                gids.extend(&self.additional_gids);
+                user.set_additional_gids(Some(gids));
             }
-
+            // `--user UID` alone keeps the config's group, as in runc.
             if let Some(uid) = self.user {
-                user_builder = user_builder.uid(uid);
+                user.set_uid(uid);
             }
-
             if let Some(gid) = self.group {
-                user_builder = user_builder.gid(gid);
+                user.set_gid(gid);
             }
-
-            process_builder = process_builder.user(user_builder.build()?);
-
-            process_builder.build()?
+            process.set_user(user);
+            process
         };
 
         let container_pid = container.pid().ok_or(LibcontainerError::Other(
@@ -491,6 +481,12 @@ impl TenantContainerBuilder {
 
         if let Some(time_offsets) = spec_linux.time_offsets() {
             linux_builder = linux_builder.time_offsets(time_offsets.clone());
+        }
+
+        // gpurun patch: the container's seccomp profile binds every process
+        // in it, as in runc; exec'd processes ran without any filter.
+        if let Some(seccomp) = spec_linux.seccomp() {
+            linux_builder = linux_builder.seccomp(seccomp.clone());
         }
 
         let linux = linux_builder.build()?;

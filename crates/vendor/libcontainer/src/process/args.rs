@@ -34,6 +34,9 @@ pub struct ContainerArgs {
     pub preserve_fds: i32,
     /// Container state
     pub container: Option<Container>,
+    /// gpurun patch: the container an exec joins, for the state a seccomp
+    /// listener is sent (exec'd processes now get the container's filter).
+    pub exec_into: Option<Container>,
     /// Options for new namespace creation
     pub user_ns_config: Option<UserNamespaceConfig>,
     /// Cgroup Manager Config

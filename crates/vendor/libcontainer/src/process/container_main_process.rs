@@ -257,6 +257,7 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
             let container = container_args
                 .container
                 .as_ref()
+                .or(container_args.exec_into.as_ref())
                 .ok_or(ProcessError::ContainerStateRequired)?;
 
             // Determine OCI status based on container type (matching runc behavior)
