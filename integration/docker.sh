@@ -63,6 +63,10 @@ check "a bad GPU request fails the run" 125 "$?"
 check_contains "docker shows gpurun's one-line reason" 'NVIDIA_VISIBLE_DEVICES: no GPU "9"' "$out"
 
 id=$(docker run -d --runtime=gpurun --name upd "$bb" sleep 1000)
+tab=$(printf '\t')
+check "the container runs under Docker's seccomp profile" "Seccomp:${tab}2" "$(docker exec upd grep Seccomp: /proc/1/status)"
+check "and so does docker exec" "Seccomp:${tab}2" "$(docker exec upd grep Seccomp: /proc/self/status)"
+check "docker exec -u 1000 runs as that user" "uid=1000 gid=0(root) groups=0(root)" "$(docker exec -u 1000 upd id)"
 docker update --memory 64m --memory-swap 128m upd >/dev/null
 check "docker update --memory" 0 "$?"
 limit=$(cat "/sys/fs/cgroup/memory/docker/$id/memory.limit_in_bytes" 2>/dev/null \
