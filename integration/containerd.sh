@@ -88,7 +88,7 @@ check "the failed create leaves nothing behind" "" "$(state_left "$runc_root")"
 # Checkpoint and restore through containerd's task API: containerd pauses
 # the task before it checkpoints it, and go-runc restores with Go-style
 # flags (-no-subreaper).
-counter='i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done'
+counter='i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done'
 count_of() { ctr task exec --exec-id "c$(date +%s%N)" "$1" cat /tmp/count 2>/dev/null; }
 ctr run -d --null-io --runc-binary "$gpurun" "$bb" t-ckpt sh -c "$counter"
 count_reaches() { # TASK N

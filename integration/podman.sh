@@ -92,7 +92,7 @@ rootful() {
 rootful load -i "$work/busybox.tar" >/dev/null 2>&1
 rootful run -d --network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
   --name ckpt gpurun-test/busybox sh -c \
-  'i=0; while true; do i=$((i+1)); echo $i > /tmp/count; echo "line $i"; sleep 0.1; done' >/dev/null
+  'i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; echo "line $i"; sleep 0.1; done' >/dev/null
 check "rootful podman run -d" 0 "$?"
 id=$(rootful inspect -f '{{.Id}}' ckpt)
 check "the container's state is in gpurun's root" 1 "$("$gpurun" list -q | grep -c "^$id$")"

@@ -27,7 +27,8 @@ fn criu() -> &'static str {
 }
 
 /// A container whose shell counts in a variable and writes it to
-/// /tmp/count ten times a second; it exits 3 once the count reaches `end`.
+/// /tmp/count ten times a second (by rename, so a reader never sees the
+/// file half written); it exits 3 once the count reaches `end`.
 fn counting(end: u32) -> Bundle {
     let bundle = Bundle::busybox();
     bundle.edit(|c| {
@@ -36,7 +37,7 @@ fn counting(end: u32) -> Bundle {
         c["process"]["args"] = json!([
             "sh",
             "-c",
-            format!("i=0; while [ $i -lt {end} ]; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done; exit 3")
+            format!("i=0; while [ $i -lt {end} ]; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done; exit 3")
         ]);
         c["linux"]["resources"]["memory"] = json!({"limit": 67108864});
         c["linux"]["resources"]["pids"] = json!({"limit": 40});
