@@ -245,3 +245,39 @@ fn an_rlimit_above_what_the_host_allows_names_the_limit() {
         "process.rlimits RLIMIT_NOFILE: hard limit",
     );
 }
+
+#[test]
+fn a_capability_the_runtime_lacks_is_named() {
+    require_root!();
+    // gpurun runs without CAP_SYS_MODULE in its bounding set (as on a host
+    // or in an outer container that withholds it; this VM withholds
+    // CAP_SYS_RESOURCE, and so every `docker run --privileged` failed here
+    // with a bare "failed syscall").
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        for set in ["bounding", "effective", "permitted"] {
+            c["process"]["capabilities"][set]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!("CAP_SYS_MODULE"));
+        }
+    });
+    let id = unique("nocap");
+    let gpurun = rt.command(["create", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args(["--bounding-set", "-sys_module"])
+        .arg(gpurun.get_program())
+        .args(gpurun.get_args());
+    let out = run_cmd(&mut cmd, std::time::Duration::from_secs(60));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("process.capabilities asks for CAP_SYS_MODULE"),
+        "{}",
+        out.stderr
+    );
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+    assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
+}

@@ -30,6 +30,7 @@ pub fn normalize_rootfs_propagation(spec: &mut Spec) {
 pub fn check(spec: &Spec) -> Result<()> {
     check_cwd(spec)?;
     check_rlimits(spec)?;
+    check_capabilities(spec)?;
     check_hooks(spec)?;
     check_namespaces(spec)?;
     check_rootfs_propagation(spec)
@@ -140,6 +141,45 @@ fn rlimit_resource(name: &str) -> Option<libc::__rlimit_resource_t> {
         "RLIMIT_STACK" => libc::RLIMIT_STACK,
         _ => return None,
     })
+}
+
+/// No process can be given a capability outside its runtime's bounding set
+/// (a host or outer container that withholds it, as this VM withholds
+/// CAP_SYS_RESOURCE): capset failed in the init with a bare EPERM, for
+/// `docker run --privileged` among others. Capabilities this kernel does not
+/// know are left to the init, which skips them as runc does.
+fn check_capabilities(spec: &Spec) -> Result<()> {
+    let Some(wanted) = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.capabilities().as_ref())
+    else {
+        return Ok(());
+    };
+    let Ok(bounding) = caps::read(None, caps::CapSet::Bounding) else {
+        return Ok(());
+    };
+    let supported = caps::runtime::thread_all_supported();
+    let sets = [
+        wanted.bounding(),
+        wanted.effective(),
+        wanted.permitted(),
+        wanted.inheritable(),
+        wanted.ambient(),
+    ];
+    for cap in sets.into_iter().flatten().flatten() {
+        // oci-spec writes the name without its CAP_ prefix.
+        let name = format!("CAP_{}", cap.to_string().trim_start_matches("CAP_"));
+        let Ok(cap) = name.parse::<caps::Capability>() else {
+            continue;
+        };
+        if supported.contains(&cap) && !bounding.contains(&cap) {
+            bail!(
+                "process.capabilities asks for {cap}, which this host withholds from gpurun itself (not in its bounding set): remove it from the container's capabilities"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Hook paths "MUST be absolute"; a timeout, if set, "MUST be greater than
