@@ -156,10 +156,6 @@ fn check_capabilities(spec: &Spec) -> Result<()> {
     else {
         return Ok(());
     };
-    let Ok(bounding) = caps::read(None, caps::CapSet::Bounding) else {
-        return Ok(());
-    };
-    let supported = caps::runtime::thread_all_supported();
     let sets = [
         wanted.bounding(),
         wanted.effective(),
@@ -167,13 +163,20 @@ fn check_capabilities(spec: &Spec) -> Result<()> {
         wanted.inheritable(),
         wanted.ambient(),
     ];
+    let mut checked = HashSet::new();
     for cap in sets.into_iter().flatten().flatten() {
         // oci-spec writes the name without its CAP_ prefix.
         let name = format!("CAP_{}", cap.to_string().trim_start_matches("CAP_"));
         let Ok(cap) = name.parse::<caps::Capability>() else {
             continue;
         };
-        if supported.contains(&cap) && !bounding.contains(&cap) {
+        if !checked.insert(cap) {
+            continue;
+        }
+        // One prctl per capability; what the kernel supports is read only
+        // for one that is missing.
+        let bounded = caps::has_cap(None, caps::CapSet::Bounding, cap).unwrap_or(true);
+        if !bounded && caps::runtime::thread_all_supported().contains(&cap) {
             bail!(
                 "process.capabilities asks for {cap}, which this host withholds from gpurun itself (not in its bounding set): remove it from the container's capabilities"
             );
