@@ -662,3 +662,39 @@ fn exec_reads_a_piped_process_file() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "from a pipe\n");
     rt.run(["delete", "--force", &id]).ok();
 }
+
+/// `ps ID [ps options]` prints the host's `ps` with only the container's
+/// rows, as runc does (options were ignored); `list -f json` as runc.
+#[test]
+fn ps_options_and_list_format_as_in_runc() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let id = sleeping(&rt, &bundle);
+    let pid = rt.state(&id)["pid"].as_i64().unwrap();
+    let out = rt.run(["ps", &id, "-o", "pid,comm"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["PID", "COMMAND"]
+    );
+    assert_eq!(lines.len(), 2, "{}", out.stdout);
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        [pid.to_string().as_str(), "sleep"]
+    );
+    // Without options: `ps -ef`'s columns, the container's row only.
+    let out = rt.run(["ps", &id]);
+    assert!(out.stdout.starts_with("UID"), "{}", out.stdout);
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.stdout);
+    let out = rt.run(["ps", &id, "-o", "comm"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("no PID column"), "{}", out.stderr);
+    let out = rt.run(["list", "-f", "json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let list: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(list[0]["id"], id.as_str());
+    assert!(list[0]["annotations"].is_object(), "{}", out.stdout);
+    rt.run(["delete", "--force", &id]).ok();
+}

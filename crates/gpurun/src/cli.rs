@@ -84,7 +84,7 @@ pub enum Command {
     /// List the processes of a container
     Ps(liboci_cli::Ps),
     /// List containers
-    List(liboci_cli::List),
+    List(crate::commands::list::ListArgs),
     /// Freeze all processes of a container
     Pause(liboci_cli::Pause),
     /// Thaw a paused container

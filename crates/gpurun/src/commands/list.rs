@@ -2,12 +2,23 @@ use std::fs;
 
 use anyhow::{bail, Result};
 use libcontainer::container::Container;
-use liboci_cli::List;
 use serde_json::json;
 
 use crate::{containers, Ctx};
 
-pub fn list(ctx: &Ctx, args: List) -> Result<()> {
+/// runc's list flags: `-f`/`--format` and `-q`/`--quiet` (liboci-cli's
+/// lacks `-f`, which runc users type).
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    /// Output format: table or json
+    #[arg(short, long, default_value = "table")]
+    pub format: String,
+    /// Only display container IDs
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+pub fn list(ctx: &Ctx, args: ListArgs) -> Result<()> {
     let mut found = Vec::new();
     for entry in fs::read_dir(&ctx.root)?.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -39,6 +50,7 @@ pub fn list(ctx: &Ctx, args: List) -> Result<()> {
                         "bundle": c.bundle(),
                         "created": c.created(),
                         "owner": c.creator().map(|o| o.to_string_lossy().into_owned()).unwrap_or_default(),
+                        "annotations": c.state.annotations.clone().unwrap_or_default(),
                     })
                 })
                 .collect();
