@@ -187,7 +187,7 @@ fn leave_running_and_a_foreground_restore() {
     // containerd pauses a task before it checkpoints it: a paused
     // container is checkpointed, and stays paused with --leave-running.
     assert_eq!(rt.run(["pause", &id]).code, 0);
-    let out = checkpoint(&rt, &image_path, &["--leave-running"], &id);
+    let out = checkpoint(&rt, &image_path, &["--leave-running", "--auto-dedup"], &id);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(rt.state(&id)["status"], "paused");
     assert_eq!(rt.run(["resume", &id]).code, 0);
@@ -203,7 +203,7 @@ fn leave_running_and_a_foreground_restore() {
         &rt,
         &image_path,
         bundle.dir.to_str().unwrap(),
-        &["-no-subreaper"],
+        &["-no-subreaper", "--auto-dedup", "--lsm-profile", ""],
         &restored,
     );
     assert_eq!(out.code, 3, "{}", out.stderr);
@@ -273,6 +273,35 @@ fn failed_checkpoints_and_restores_leave_nothing() {
     assert!(out.stderr.contains("already exists"), "{}", out.stderr);
     rt.run(["delete", "--force", &failed]).ok();
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+
+    // runc's other flags are taken; what this CRIU client cannot do is
+    // named, and the container runs on.
+    let id = unique("flags");
+    start(&rt, &bundle, &id);
+    let out = checkpoint(&rt, &images.path().join("p"), &["--pre-dump"], &id);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("--pre-dump is not supported"),
+        "{}",
+        out.stderr
+    );
+    let out = checkpoint(&rt, &images.path().join("p"), &["--empty-ns", "ipc"], &id);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("only the network namespace"),
+        "{}",
+        out.stderr
+    );
+    let out = checkpoint(
+        &rt,
+        &images.path().join("p"),
+        &["--page-server", "nohost"],
+        &id,
+    );
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("ADDRESS:PORT"), "{}", out.stderr);
+    assert_eq!(rt.state(&id)["status"], "running");
+    rt.run(["delete", "--force", &id]).ok();
 
     // A criu that does not run is named with the fix.
     let id = unique("nocriu");

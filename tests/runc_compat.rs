@@ -698,3 +698,23 @@ fn ps_options_and_list_format_as_in_runc() {
     assert!(list[0]["annotations"].is_object(), "{}", out.stdout);
     rt.run(["delete", "--force", &id]).ok();
 }
+
+/// The global flags engines pass as runc's: go-runc's `--rootless=BOOL`,
+/// and Go-style single-dash long flags (`-root DIR`).
+#[test]
+fn runc_global_flags_are_taken() {
+    require_root!();
+    let rt = Runtime::new();
+    let root = rt.root.to_str().unwrap().to_owned();
+    let out = run_cmd(
+        Command::new(gpurun_bin()).args(["-root", &root, "--rootless=false", "list", "-q"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = run_cmd(
+        Command::new(gpurun_bin()).args(["--rootless", "maybe", "list"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("possible values"), "{}", out.stderr);
+}

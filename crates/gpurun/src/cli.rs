@@ -59,6 +59,11 @@ pub struct GlobalFlags {
     /// The criu binary for checkpoint and restore (default: criu on PATH)
     #[arg(long, global = true)]
     pub criu: Option<PathBuf>,
+
+    /// Accepted for runc compatibility (go-runc passes --rootless=BOOL):
+    /// (before the command); gpurun tells a rootless caller by its user
+    #[arg(long, value_parser = ["true", "false", "auto"])]
+    pub rootless: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -78,7 +83,7 @@ pub enum Command {
     /// Run a new process inside a running container
     Exec(liboci_cli::Exec),
     /// Checkpoint a running container with CRIU (it stops unless --leave-running)
-    Checkpoint(liboci_cli::Checkpoint),
+    Checkpoint(crate::commands::checkpoint::CheckpointArgs),
     /// Restore a container from a checkpoint
     Restore(crate::commands::restore::RestoreArgs),
     /// List the processes of a container

@@ -9,11 +9,40 @@ use std::os::unix::fs::DirBuilderExt;
 use anyhow::{bail, Context, Result};
 use libcontainer::container::ContainerStatus;
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
-use liboci_cli::Checkpoint;
 
 use crate::{containers, criu, prepare, Ctx};
 
-pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
+/// runc's checkpoint flags.
+#[derive(clap::Args, Debug)]
+pub struct CheckpointArgs {
+    #[command(flatten)]
+    pub criu: criu::CriuFlags,
+    /// Leave the process running after checkpointing
+    #[arg(long)]
+    pub leave_running: bool,
+    /// Allow one to link unlinked files back when possible
+    #[arg(long)]
+    pub link_remap: bool,
+    /// ADDRESS:PORT of a CRIU page server to send the memory pages to
+    #[arg(long)]
+    pub page_server: Option<String>,
+    /// Path of a previous checkpoint's images, relative to --image-path
+    #[arg(long)]
+    pub parent_path: Option<String>,
+    /// Dump only the memory, for a later full checkpoint with --parent-path
+    #[arg(long)]
+    pub pre_dump: bool,
+    /// File descriptor CRIU writes \0 to once lazy pages are ready
+    #[arg(long)]
+    pub status_fd: Option<i32>,
+    /// Container ID
+    pub container_id: String,
+}
+
+pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<()> {
+    if args.pre_dump {
+        bail!("--pre-dump is not supported (the CRIU client gpurun uses has no pre-dump): take a full checkpoint");
+    }
     let id = &args.container_id;
     let mut container = containers::load(&ctx.root, id)?;
     container.refresh_status()?;
@@ -45,12 +74,12 @@ pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(&args.image_path)
-        .with_context(|| format!("create --image-path {}", args.image_path.display()))?;
-    let images = File::open(&args.image_path)
-        .with_context(|| format!("open --image-path {}", args.image_path.display()))?;
+        .create(&args.criu.image_path)
+        .with_context(|| format!("create --image-path {}", args.criu.image_path.display()))?;
+    let images = File::open(&args.criu.image_path)
+        .with_context(|| format!("open --image-path {}", args.criu.image_path.display()))?;
     client.set_images_dir_fd(images.as_raw_fd());
-    let work = match &args.work_path {
+    let work = match &args.criu.work_path {
         Some(path) => {
             DirBuilder::new()
                 .recursive(true)
@@ -64,7 +93,11 @@ pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
     if let Some(work) = &work {
         client.set_work_dir_fd(work.as_raw_fd());
     }
-    let log_dir = args.work_path.as_ref().unwrap_or(&args.image_path);
+    let log_dir = args
+        .criu
+        .work_path
+        .as_ref()
+        .unwrap_or(&args.criu.image_path);
 
     for (destination, _) in criu::external_binds(&spec) {
         let key = destination.to_string_lossy().into_owned();
@@ -76,7 +109,7 @@ pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
         client.set_external_mount(key.clone(), key);
     }
     fs::write(
-        args.image_path.join(criu::CGROUP_MOUNTS),
+        args.criu.image_path.join(criu::CGROUP_MOUNTS),
         serde_json::to_string(&cgroup_mounts)?,
     )
     .context("record the container's cgroup mounts")?;
@@ -107,7 +140,7 @@ pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
         })
         .collect();
     fs::write(
-        args.image_path.join(criu::DESCRIPTORS),
+        args.criu.image_path.join(criu::DESCRIPTORS),
         serde_json::to_string(&descriptors)?,
     )
     .context("write descriptors.json")?;
@@ -118,19 +151,26 @@ pub fn checkpoint(ctx: &Ctx, args: Checkpoint) -> Result<()> {
         }
     }
     client.set_log_file("dump.log".into());
-    criu::set_common_options(
-        &mut client,
-        args.ext_unix_sk,
-        args.shell_job,
-        args.tcp_established,
-        args.file_locks,
-    );
+    args.criu.apply(&mut client)?;
+    if let Some(address) = &args.page_server {
+        let (host, port) = address
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<i32>().ok()?)))
+            .with_context(|| format!("--page-server {address:?}: give ADDRESS:PORT"))?;
+        client.set_page_server(host.to_owned(), port);
+    }
+    if let Some(parent) = &args.parent_path {
+        client.set_parent_img(parent.clone());
+    }
+    if let Some(fd) = args.status_fd {
+        client.set_status_fd(fd);
+    }
     client.set_pid(pid);
     client.set_root(rootfs.to_string_lossy().into_owned());
     client.set_leave_running(args.leave_running);
     client.set_link_remap(args.link_remap);
     client.set_orphan_pts_master(true);
-    client.cgroups_mode(cgroups_mode(&args.manage_cgroups_mode));
+    client.cgroups_mode(cgroups_mode(&args.criu.manage_cgroups_mode));
     if let Err(e) = client.dump() {
         let log = log_dir.join("dump.log");
         bail!(

@@ -25,28 +25,15 @@ use crate::{containers, criu, foreground, Ctx};
 
 #[derive(clap::Args, Debug)]
 pub struct RestoreArgs {
-    /// Path to the criu image files to restore from
-    #[arg(long, default_value = "checkpoint")]
-    pub image_path: PathBuf,
-    /// Path for work files and logs
+    #[command(flatten)]
+    pub criu: criu::CriuFlags,
+    /// Accepted for runc compatibility: the restored processes keep the
+    /// LSM profile they were checkpointed with
     #[arg(long)]
-    pub work_path: Option<PathBuf>,
-    /// Allow open tcp connections
+    pub lsm_profile: Option<String>,
+    /// Accepted for runc compatibility (SELinux mount context)
     #[arg(long)]
-    pub tcp_established: bool,
-    /// Allow external unix sockets
-    #[arg(long)]
-    pub ext_unix_sk: bool,
-    /// Allow shell jobs
-    #[arg(long)]
-    pub shell_job: bool,
-    /// Handle file locks
-    #[arg(long)]
-    pub file_locks: bool,
-    /// cgroups mode: gpurun always puts the restored processes into the
-    /// container's own cgroup itself (accepted for runc compatibility)
-    #[arg(long, default_value = "soft", value_parser = ["soft", "full", "strict", "ignore"])]
-    pub manage_cgroups_mode: String,
+    pub lsm_mount_context: Option<String>,
     /// Path to the root of the bundle directory
     #[arg(short, long, default_value = ".")]
     pub bundle: PathBuf,
@@ -89,10 +76,10 @@ pub fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<i32> {
     if containers::exists(&ctx.root, id) {
         bail!("container {id:?} already exists: delete it or restore under another id");
     }
-    if !args.image_path.join("inventory.img").is_file() {
+    if !args.criu.image_path.join("inventory.img").is_file() {
         bail!(
             "--image-path {}: not a checkpoint (no inventory.img); make one with gpurun checkpoint --image-path DIR ID",
-            args.image_path.display()
+            args.criu.image_path.display()
         );
     }
     let prepared = prepare::prepare(&CreateOptions {
@@ -211,10 +198,11 @@ fn run_criu(
     manager: AnyCgroupManager,
     cgroup_path: &Path,
 ) -> Result<i32> {
-    let images = File::open(&args.image_path)
-        .with_context(|| format!("open --image-path {}", args.image_path.display()))?;
+    let images = File::open(&args.criu.image_path)
+        .with_context(|| format!("open --image-path {}", args.criu.image_path.display()))?;
     client.set_images_dir_fd(images.as_raw_fd());
     let work = args
+        .criu
         .work_path
         .as_ref()
         .map(|p| File::open(p).with_context(|| format!("open --work-path {}", p.display())))
@@ -223,9 +211,10 @@ fn run_criu(
         client.set_work_dir_fd(work.as_raw_fd());
     }
     let log = args
+        .criu
         .work_path
         .as_ref()
-        .unwrap_or(&args.image_path)
+        .unwrap_or(&args.criu.image_path)
         .join("restore.log");
 
     // CRIU wants its root to be a mount point: the rootfs bound in a mount
@@ -259,11 +248,11 @@ fn run_criu(
             source.to_string_lossy().into_owned(),
         );
     }
-    for (point, source) in cgroup_binds(&args.image_path, cgroup_path)? {
+    for (point, source) in cgroup_binds(&args.criu.image_path, cgroup_path)? {
         client.set_external_mount(point, source);
     }
     // stdio that was a pipe is handed over from ours, as runc does.
-    let descriptors: Vec<String> = fs::read_to_string(args.image_path.join(criu::DESCRIPTORS))
+    let descriptors: Vec<String> = fs::read_to_string(args.criu.image_path.join(criu::DESCRIPTORS))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
@@ -276,13 +265,7 @@ fn run_criu(
     }
 
     client.set_log_file("restore.log".into());
-    criu::set_common_options(
-        &mut client,
-        args.ext_unix_sk,
-        args.shell_job,
-        args.tcp_established,
-        args.file_locks,
-    );
+    args.criu.apply(&mut client)?;
     client.set_rst_sibling(true);
     client.set_orphan_pts_master(false);
     // The cgroups in the images are the old container's: CRIU leaves them
