@@ -156,3 +156,33 @@ fn exec_into_a_userns_container_as_root_joins_its_user_namespace() {
     );
     rt.run(["delete", "--force", &id]).ok();
 }
+
+/// A uid mapping the user may not write (host root) fails the create, and
+/// leaves no process behind: the intermediate process waited forever on
+/// a datagram channel that never sees end of file.
+#[test]
+fn a_refused_id_mapping_leaves_no_process_behind() {
+    require_root!();
+    let user = TestUser::get();
+    let rt = Runtime::as_who(As::User(user.clone()));
+    let bundle = Bundle::busybox_rootless(&user);
+    bundle.edit(|c| {
+        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 0, "size": 1}]);
+        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 0, "size": 1}]);
+    });
+    let id = unique("rlmapfail");
+    let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("id mapping"), "{}", out.stderr);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let root = rt.root.to_string_lossy().into_owned();
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(&root) && c.contains(&id))
+        .collect();
+    assert!(left.is_empty(), "left running: {left:?}");
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}

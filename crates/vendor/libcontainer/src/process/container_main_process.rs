@@ -99,11 +99,23 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
     let mut inter_chan = channel::intermediate_channel()?;
     let mut init_chan = channel::init_channel()?;
 
+    let main_pid = nix::unistd::getpid();
     let cb: CloneCb = {
         Box::new(|| {
             if let Err(ret) = prctl::set_name("youki:[1:INTER]") {
                 tracing::error!(?ret, "failed to set name for child process");
                 return ret;
+            }
+            // gpurun patch: the intermediate process dies with the process
+            // that made it. Its channels are datagram sockets, which see no
+            // end of file: killed or failed, the main process left it
+            // waiting forever.
+            if !container_args.as_sibling {
+                // SAFETY: prctl with an integer signal number.
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+                if nix::unistd::getppid() != main_pid {
+                    return -1;
+                }
             }
 
             match container_intermediate_process::container_intermediate_process(
@@ -144,6 +156,13 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         tracing::error!("failed to fork intermediate process: {}", err);
         ProcessError::IntermediateProcessFailed(err)
     })?;
+    // gpurun patch: on any error from here on, the processes made so far
+    // are killed and reaped (a failed uid mapping left the intermediate
+    // process behind, waiting forever).
+    let mut made = KillOnError {
+        pids: vec![intermediate_pid],
+        armed: true,
+    };
 
     // Close down unused fds. The corresponding fds are duplicated to the
     // child process during clone.
@@ -204,6 +223,7 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
     // The intermediate process will send the init pid once it forks the init
     // process.  The intermediate process should exit after this point.
     let init_pid = intermediate_main_receiver.wait_for_intermediate_ready()?;
+    made.pids.push(init_pid);
 
     // if file to write the pid to is specified, write pid of the child
     if let Some(pid_file) = &container_args.pid_file {
@@ -351,7 +371,30 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         Err(err) => return Err(ProcessError::WaitIntermediateProcess(err)),
     };
 
+    made.armed = false;
     Ok(init_pid)
+}
+
+/// The container processes made by a `container_main_process` that has not
+/// finished: killed and reaped when it returns an error.
+struct KillOnError {
+    pids: Vec<Pid>,
+    armed: bool,
+}
+
+impl Drop for KillOnError {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        for pid in &self.pids {
+            let _ = nix::sys::signal::kill(*pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        for pid in &self.pids {
+            // Not a child of ours (a sibling, or already reaped): ECHILD.
+            let _ = waitpid(*pid, None);
+        }
+    }
 }
 
 fn setup_mapping(config: &UserNamespaceConfig, pid: Pid) -> Result<()> {
