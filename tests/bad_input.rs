@@ -281,3 +281,34 @@ fn a_capability_the_runtime_lacks_is_named() {
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
     assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
 }
+
+#[test]
+fn errors_from_the_container_init_name_what_failed() {
+    require_root!();
+    // They were the outermost words only ("failed to prepare rootfs").
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().push(serde_json::json!({
+            "destination": "/data", "type": "bind",
+            "source": "/nonexistent/gpurun-src", "options": ["rbind"]
+        }));
+    });
+    let id = unique("mountsrc");
+    assert_clean_failure(
+        &rt,
+        &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "mount \"/nonexistent/gpurun-src\" (bind) at /data: syscall: ENOENT",
+    );
+    // uid (uid_t)-1 means "unchanged" to the kernel: refused before anything.
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| c["process"]["user"]["uid"] = serde_json::json!(4294967295u32));
+    let id = unique("uidminus1");
+    assert_clean_failure(
+        &rt,
+        &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "process.user.uid 4294967295 is (uid_t)-1",
+    );
+}

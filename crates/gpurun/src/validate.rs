@@ -29,6 +29,7 @@ pub fn normalize_rootfs_propagation(spec: &mut Spec) {
 
 pub fn check(spec: &Spec) -> Result<()> {
     check_cwd(spec)?;
+    check_user(spec)?;
     check_rlimits(spec)?;
     check_capabilities(spec)?;
     check_hooks(spec)?;
@@ -43,6 +44,31 @@ fn check_cwd(spec: &Spec) -> Result<()> {
             bail!(
                 "process.cwd {:?} is not an absolute path: give the full path, such as \"/\"",
                 process.cwd()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// 4294967295 is (uid_t)-1, which setresuid and setresgid take as "leave
+/// unchanged": a process configured with it stayed root.
+fn check_user(spec: &Spec) -> Result<()> {
+    let Some(process) = spec.process() else {
+        return Ok(());
+    };
+    let user = process.user();
+    let ids = [("uid", user.uid()), ("gid", user.gid())]
+        .into_iter()
+        .chain(
+            user.additional_gids()
+                .iter()
+                .flatten()
+                .map(|&g| ("additionalGids", g)),
+        );
+    for (field, id) in ids {
+        if id == u32::MAX {
+            bail!(
+                "process.user.{field} {id} is (uid_t)-1, which the kernel reads as \"leave unchanged\" (the process would stay root): give a real id"
             );
         }
     }
@@ -289,6 +315,16 @@ mod tests {
             err.contains("process.cwd \"tmp\" is not an absolute path"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn minus_one_ids_are_refused() {
+        let err = error(serde_json::json!({"process": {"user": {"uid": 4294967295u32, "gid": 0}}}));
+        assert!(err.contains("process.user.uid 4294967295"), "{err}");
+        let err = error(
+            serde_json::json!({"process": {"user": {"uid": 0, "gid": 0, "additionalGids": [4294967295u32]}}}),
+        );
+        assert!(err.contains("process.user.additionalGids"), "{err}");
     }
 
     #[test]

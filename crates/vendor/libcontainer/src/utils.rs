@@ -121,6 +121,23 @@ impl PathBufExt for Path {
     }
 }
 
+/// gpurun patch: an error with its causes, "outer: inner: ...", each cause
+/// left out where the text before already says it. The container's init
+/// sent only the outermost text ("failed to prepare rootfs").
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !part.is_empty() && !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 pub fn parse_env(envs: &[String]) -> HashMap<String, String> {
     envs.iter()
         .filter_map(|e| {

@@ -179,7 +179,9 @@ pub fn container_intermediate_process(
                 Ok(_) => 0,
                 Err(e) => {
                     tracing::error!("failed to initialize container process: {e}");
-                    if let Err(err) = init_main_sender.exec_failed(e.to_string()) {
+                    if let Err(err) =
+                        init_main_sender.exec_failed(crate::utils::error_chain(&e))
+                    {
                         tracing::error!(?err, "failed sending error to main sender");
                     }
                     if let ContainerType::TenantContainer { exec_notify_fd } = args.container_type {

@@ -128,7 +128,7 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
                 Ok(_) => 0,
                 Err(err) => {
                     tracing::error!("failed to run intermediate process {}", err);
-                    match intermediate_main_sender.send_error(err.to_string()) {
+                    match intermediate_main_sender.send_error(crate::utils::error_chain(&err)) {
                         Ok(_) => {}
                         Err(e) => {
                             tracing::error!(

@@ -86,7 +86,16 @@ impl RootFS {
 
         if let Some(mounts) = spec.mounts() {
             for mount in mounts {
-                mounter.setup_mount(mount, &global_options)?;
+                // gpurun patch: the error names the mount, as runc's does.
+                mounter.setup_mount(mount, &global_options).map_err(|err| {
+                    super::mount::MountError::Custom(format!(
+                        "mount {:?} ({}) at {}: {}",
+                        mount.source().as_deref().unwrap_or(Path::new("")),
+                        mount.typ().as_deref().unwrap_or("bind"),
+                        mount.destination().display(),
+                        crate::utils::error_chain(&err)
+                    ))
+                })?;
             }
         }
         Ok(())

@@ -36,6 +36,13 @@ pub enum InitProcessError {
     RootFS(#[source] rootfs::RootfsError),
     #[error("failed syscall")]
     SyscallOther(#[source] SyscallError),
+    /// gpurun patch: a failed syscall that says which, and with what.
+    #[error("{what}")]
+    SyscallNamed {
+        what: String,
+        #[source]
+        source: SyscallError,
+    },
     #[error("failed apparmor")]
     AppArmor(#[source] apparmor::AppArmorError),
     #[error(transparent)]

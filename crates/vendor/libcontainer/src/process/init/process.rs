@@ -329,7 +329,10 @@ pub fn container_init_process(
             let uid = ctx.process.user().uid();
             let gid = ctx.process.user().gid();
             tracing::error!(?err, ?uid, ?gid, "failed to set uid and gid");
-            InitProcessError::SyscallOther(err)
+            InitProcessError::SyscallNamed {
+                what: format!("set uid {uid} and gid {gid} (process.user)"),
+                source: err,
+            }
         })?;
 
     // Take care of LISTEN_FDS used for systemd-active-socket. If the value is
@@ -883,13 +886,19 @@ fn set_supplementary_gids(
             Some(r) if r.privileged => {
                 syscall.set_groups(&gids).map_err(|err| {
                     tracing::error!(?err, ?gids, "failed to set privileged supplementary gids");
-                    InitProcessError::SyscallOther(err)
+                    InitProcessError::SyscallNamed {
+                        what: format!("setgroups to process.user.additionalGids {additional_gids:?}"),
+                        source: err,
+                    }
                 })?;
             }
             None => {
                 syscall.set_groups(&gids).map_err(|err| {
                     tracing::error!(?err, ?gids, "failed to set unprivileged supplementary gids");
-                    InitProcessError::SyscallOther(err)
+                    InitProcessError::SyscallNamed {
+                        what: format!("setgroups to process.user.additionalGids {additional_gids:?}"),
+                        source: err,
+                    }
                 })?;
             }
             // this should have been detected during validation
