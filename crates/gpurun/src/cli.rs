@@ -60,8 +60,8 @@ pub struct GlobalFlags {
     #[arg(long, global = true)]
     pub criu: Option<PathBuf>,
 
-    /// Accepted for runc compatibility (go-runc passes --rootless=BOOL):
-    /// (before the command); gpurun tells a rootless caller by its user
+    /// Accepted before the command for runc compatibility (go-runc passes
+    /// --rootless=BOOL); gpurun tells a rootless caller by itself
     #[arg(long, value_parser = ["true", "false", "auto"])]
     pub rootless: Option<String>,
 }

@@ -76,7 +76,9 @@ pub struct CriuFlags {
     /// Namespaces saved without their contents: only "network" (CRIU's limit)
     #[arg(long)]
     pub empty_ns: Vec<String>,
-    /// cgroups mode: soft, full, strict or ignore
+    /// cgroups mode for checkpoint: soft, full, strict or ignore (restore
+    /// accepts it; gpurun moves the restored processes into the container's
+    /// cgroup itself)
     #[arg(long, default_value = "soft", value_parser = ["soft", "full", "strict", "ignore"])]
     pub manage_cgroups_mode: String,
 }

@@ -95,7 +95,13 @@ fn check_rlimits(spec: &Spec) -> Result<()> {
                 rlimit.hard()
             );
         }
-        check_raisable(&name, rlimit.hard())?;
+        // The number the container's init hands setrlimit (libcontainer's
+        // `set_rlimit` casts the type the same way).
+        check_raisable(
+            &name,
+            rlimit.typ() as libc::__rlimit_resource_t,
+            rlimit.hard(),
+        )?;
     }
     Ok(())
 }
@@ -105,10 +111,7 @@ fn check_rlimits(spec: &Spec) -> Result<()> {
 /// RLIMIT_NOFILE never above fs.nr_open). Without this the create failed
 /// in the init with a bare EPERM (podman's default nofile of 1048576 on a
 /// host whose root lacks CAP_SYS_RESOURCE).
-fn check_raisable(name: &str, hard: u64) -> Result<()> {
-    let Some(resource) = rlimit_resource(name) else {
-        return Ok(());
-    };
+fn check_raisable(name: &str, resource: libc::__rlimit_resource_t, hard: u64) -> Result<()> {
     let mut current = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -144,29 +147,6 @@ fn check_raisable(name: &str, hard: u64) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The setrlimit resource for a spec rlimit type.
-fn rlimit_resource(name: &str) -> Option<libc::__rlimit_resource_t> {
-    Some(match name {
-        "RLIMIT_AS" => libc::RLIMIT_AS,
-        "RLIMIT_CORE" => libc::RLIMIT_CORE,
-        "RLIMIT_CPU" => libc::RLIMIT_CPU,
-        "RLIMIT_DATA" => libc::RLIMIT_DATA,
-        "RLIMIT_FSIZE" => libc::RLIMIT_FSIZE,
-        "RLIMIT_LOCKS" => libc::RLIMIT_LOCKS,
-        "RLIMIT_MEMLOCK" => libc::RLIMIT_MEMLOCK,
-        "RLIMIT_MSGQUEUE" => libc::RLIMIT_MSGQUEUE,
-        "RLIMIT_NICE" => libc::RLIMIT_NICE,
-        "RLIMIT_NOFILE" => libc::RLIMIT_NOFILE,
-        "RLIMIT_NPROC" => libc::RLIMIT_NPROC,
-        "RLIMIT_RSS" => libc::RLIMIT_RSS,
-        "RLIMIT_RTPRIO" => libc::RLIMIT_RTPRIO,
-        "RLIMIT_RTTIME" => libc::RLIMIT_RTTIME,
-        "RLIMIT_SIGPENDING" => libc::RLIMIT_SIGPENDING,
-        "RLIMIT_STACK" => libc::RLIMIT_STACK,
-        _ => return None,
-    })
 }
 
 /// No process can be given a capability outside its runtime's bounding set

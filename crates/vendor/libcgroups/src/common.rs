@@ -246,6 +246,19 @@ pub fn add_task_v1(pid: Pid, cgroup_path: &Path) -> Result<(), WrappedIoError> {
 /// subsystems: 0 when it is the calling process and that has a single
 /// thread, so that moving the thread moves the whole process (and its
 /// children inherit the cgroup); `pid` itself otherwise.
+/// gpurun patch: whether the calling process is in the cgroup v2 directory
+/// `dir` of the hierarchy mounted at `root` (it was cloned into it), going
+/// by the v2 line of /proc/self/cgroup.
+pub fn caller_in_v2_cgroup(root: &Path, dir: &Path) -> bool {
+    let Ok(table) = fs::read_to_string("/proc/self/cgroup") else {
+        return false;
+    };
+    table
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .is_some_and(|own| root.join(own.trim_start_matches('/')) == dir)
+}
+
 pub fn v1_task_pid(pid: Pid) -> Pid {
     if pid == Pid::this() && has_one_thread() {
         Pid::from_raw(0)

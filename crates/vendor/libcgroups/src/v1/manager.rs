@@ -50,6 +50,8 @@ pub struct Manager {
 /// A cgroup in a hierarchy without controllers, joined but never limited.
 struct TrackingCgroup {
     path: PathBuf,
+    /// The hierarchy's mount point.
+    root: PathBuf,
     unified: bool,
 }
 
@@ -164,7 +166,11 @@ impl Manager {
                 continue;
             }
             if let Ok(path) = mount.mount_point.join_safely(cgroup_path) {
-                found.push(TrackingCgroup { path, unified });
+                found.push(TrackingCgroup {
+                    path,
+                    root: mount.mount_point.clone(),
+                    unified,
+                });
             }
         }
         found
@@ -197,7 +203,7 @@ impl Manager {
                 continue;
             }
             let joined = if cgroup.unified {
-                if pid.as_raw() == 0 && Self::caller_is_in(&cgroup.path) {
+                if pid.as_raw() == 0 && common::caller_in_v2_cgroup(&cgroup.root, &cgroup.path) {
                     continue;
                 }
                 fs::create_dir_all(&cgroup.path)
@@ -212,17 +218,6 @@ impl Manager {
         }
     }
 
-    /// Whether the caller is already in the unified cgroup `path` (it was
-    /// cloned into it).
-    fn caller_is_in(path: &Path) -> bool {
-        let Ok(table) = fs::read_to_string("/proc/self/cgroup") else {
-            return false;
-        };
-        table
-            .lines()
-            .find_map(|line| line.strip_prefix("0::"))
-            .is_some_and(|own| path.ends_with(own.trim_start_matches('/')) && own != "/")
-    }
 
     /// Marks the manager as rootless: subsystems the caller may not write
     /// to are skipped with a debug message instead of failing the container.

@@ -136,13 +136,7 @@ impl Manager {
     /// Whether the calling process is already in this cgroup (it was
     /// cloned into it), going by the v2 line of /proc/self/cgroup.
     fn holds_caller(&self) -> bool {
-        let Ok(table) = fs::read_to_string("/proc/self/cgroup") else {
-            return false;
-        };
-        table
-            .lines()
-            .find_map(|line| line.strip_prefix("0::"))
-            .is_some_and(|own| self.root_path.join(own.trim_start_matches('/')) == self.full_path)
+        common::caller_in_v2_cgroup(&self.root_path, &self.full_path)
     }
 
     /// Makes the cgroup's directories and enables the available
