@@ -38,9 +38,8 @@ check "setup containerd keeps the other settings" 1 \
 # gpurun finds the fake GPU host through its config file: the engine
 # passes its environment on to the shim and the runtime, and so its PATH,
 # where checkpoint and restore find criu.
-mkdir -p "$work/criu-bin"
-ln -s "$(sh scripts/criu.sh)" "$work/criu-bin/criu"
-GPURUN_CONFIG="$work/gpurun.toml" PATH="$work/criu-bin:$PATH" containerd --config "$work/config.toml" > "$work/containerd.log" 2>&1 &
+criu_bin=$(criu_bin_dir)
+GPURUN_CONFIG="$work/gpurun.toml" PATH="$criu_bin:$PATH" containerd --config "$work/config.toml" > "$work/containerd.log" 2>&1 &
 pids="$!"
 ctr() { command ctr -a "$sock" -n gpurun "$@"; }
 wait_for ctr version || { echo "containerd did not start"; tail "$work/containerd.log"; exit 1; }
@@ -88,17 +87,9 @@ check "the failed create leaves nothing behind" "" "$(state_left "$runc_root")"
 # Checkpoint and restore through containerd's task API: containerd pauses
 # the task before it checkpoints it, and go-runc restores with Go-style
 # flags (-no-subreaper).
-counter='i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done'
 count_of() { ctr task exec --exec-id "c$(date +%s%N)" "$1" cat /tmp/count 2>/dev/null; }
 ctr run -d --null-io --runc-binary "$gpurun" "$bb" t-ckpt sh -c "$counter"
-count_reaches() { # TASK N
-  for _ in $(seq 1 100); do
-    [ "$(count_of "$1")" -ge "$2" ] 2>/dev/null && return 0
-    sleep 0.2
-  done
-  return 1
-}
-count_reaches t-ckpt 10
+count_reaches 10 count_of t-ckpt
 check "the task counts to 10" 0 "$?"
 ctr task checkpoint --image-path "$work/ckpt-images" t-ckpt
 check "ctr task checkpoint: exit 0" 0 "$?"

@@ -28,10 +28,10 @@ again=$("$gpurun" setup docker --config "$work/daemon.json" --binary "$gpurun" -
 check_contains "setup docker is idempotent" "nothing to change" "$again"
 
 # dockerd accepts --gpus only if it finds the hook's name on its PATH;
-# checkpoint and restore find criu there (docker checkpoint is
-# experimental in 20.10).
-ln -s "$(sh scripts/criu.sh)" "$work/hooks/criu"
-PATH="$work/hooks:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
+# checkpoint finds criu there too (docker checkpoint is experimental in
+# 20.10).
+criu_bin=$(criu_bin_dir)
+PATH="$work/hooks:$criu_bin:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
   dockerd --experimental --config-file "$work/daemon.json" > "$work/dockerd.log" 2>&1 &
 pids="$!"
 docker() { /usr/bin/docker -H "unix://$sock" "$@"; }

@@ -83,21 +83,20 @@ check "nothing left in gpurun's state dir" "" "$(state_left "$home/run/gpurun")"
 # PATH; the container's stdio are conmon's pipes). Lower ulimits: rootful
 # Podman asks for nofile and nproc of 1048576, which only a runtime with
 # CAP_SYS_RESOURCE can set (this VM's root lacks it; runc fails the same).
-mkdir -p "$work/criu-bin"
-ln -s "$(sh scripts/criu.sh)" "$work/criu-bin/criu"
+criu_bin=$(criu_bin_dir)
 rootful() {
-  PATH="$work/criu-bin:$PATH" podman --root "$work/storage" --runroot "$work/runroot" \
+  PATH="$criu_bin:$PATH" podman --root "$work/storage" --runroot "$work/runroot" \
     --runtime "$gpurun" --cgroup-manager cgroupfs --events-backend file "$@"
 }
 rootful load -i "$work/busybox.tar" >/dev/null 2>&1
 rootful run -d --network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
-  --name ckpt gpurun-test/busybox sh -c \
-  'i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; echo "line $i"; sleep 0.1; done' >/dev/null
+  --name ckpt gpurun-test/busybox sh -c "$counter" >/dev/null
 check "rootful podman run -d" 0 "$?"
 id=$(rootful inspect -f '{{.Id}}' ckpt)
 check "the container's state is in gpurun's root" 1 "$("$gpurun" list -q | grep -c "^$id$")"
 count_of() { rootful exec ckpt cat /tmp/count 2>/dev/null; }
-for _ in $(seq 1 100); do [ "$(count_of)" -ge 10 ] 2>/dev/null && break; sleep 0.2; done
+count_reaches 10 count_of
+check "the container counts to 10" 0 "$?"
 at_checkpoint=$(count_of)
 rootful container checkpoint ckpt >/dev/null
 check "podman container checkpoint: exit 0" 0 "$?"

@@ -66,6 +66,27 @@ EOF
   mv "$work/img-glibc/image.docker.tar" "$work/glibc.tar"
 }
 
+# For the checkpoint checks: a shell loop that counts ten times a second
+# into /tmp/count (by rename, so a read never sees it half written) and
+# prints "line N"; count_reaches N CMD... waits up to 20 s until CMD (which
+# prints the container's /tmp/count) says N or more.
+counter='i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; echo "line $i"; sleep 0.1; done'
+count_reaches() { # N CMD...
+  n=$1; shift
+  for _ in $(seq 1 100); do
+    [ "$("$@")" -ge "$n" ] 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# A directory holding only `criu` (scripts/criu.sh's), for an engine's PATH.
+criu_bin_dir() {
+  mkdir -p "$work/criu-bin"
+  ln -sf "$(sh scripts/criu.sh)" "$work/criu-bin/criu"
+  echo "$work/criu-bin"
+}
+
 # A private dockerd's daemon.json at $work/daemon.json: its own data root,
 # exec root and socket ($sock); no iptables, no bridge.
 write_daemon_json() {
