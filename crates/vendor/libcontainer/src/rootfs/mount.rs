@@ -1151,7 +1151,7 @@ pub const PRIVATE_UPPER: &str = "x-gpurun-private";
 fn gpurun_overlay_layers(
     data: &mut Vec<String>,
     dest: BorrowedFd,
-) -> std::result::Result<Option<OwnedFd>, SyscallError> {
+) -> std::result::Result<Option<PrivateUpper>, SyscallError> {
     use std::os::fd::AsRawFd;
     let fd_path = format!("/proc/self/fd/{}", dest.as_raw_fd());
     let mut private_upper = false;
@@ -1175,15 +1175,126 @@ fn gpurun_overlay_layers(
     if !private_upper {
         return Ok(None);
     }
-    let (tmpfs, n) = private_tmpfs().map_err(|e| {
+    let as_syscall_error = |e: std::io::Error| {
         tracing::error!("private overlay upper layer: {e}");
         SyscallError::Nix(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
-    })?;
-    let base = format!("/proc/self/fd/{}/{n}", tmpfs.as_raw_fd());
+    };
+    let upper = if overlay_takes_detached_layers() {
+        let (tmpfs, n) = private_tmpfs().map_err(as_syscall_error)?;
+        PrivateUpper { tmpfs, dir: n, attached: false }
+    } else {
+        attached_private_upper(dest).map_err(as_syscall_error)?
+    };
+    let base = format!("/proc/self/fd/{}/{}", upper.tmpfs.as_raw_fd(), upper.dir);
     data.retain(|o| !o.starts_with("upperdir=") && !o.starts_with("workdir="));
     data.push(format!("upperdir={base}/upper"));
     data.push(format!("workdir={base}/work"));
-    Ok(Some(tmpfs))
+    Ok(Some(upper))
+}
+
+/// The tmpfs that holds an overlay's private upper layer, kept until the
+/// overlay is made (gpurun patch).
+pub(crate) struct PrivateUpper {
+    tmpfs: OwnedFd,
+    /// The directory in it that holds this overlay's `upper` and `work`.
+    dir: u32,
+    /// Attached in the container's mount namespace for the overlay's sake:
+    /// detached again when the overlay is made.
+    attached: bool,
+}
+
+impl Drop for PrivateUpper {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        if self.attached {
+            // The overlay holds a private clone of the layer: the tmpfs
+            // itself leaves the namespace, and nothing stays to clean up.
+            let path = std::ffi::CString::new(format!("/proc/self/fd/{}", self.tmpfs.as_raw_fd()))
+                .expect("digits");
+            // SAFETY: umount2 on a NUL-terminated path.
+            if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } != 0 {
+                tracing::warn!(
+                    "detach the private overlay upper layer: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
+    }
+}
+
+/// Whether overlayfs takes layers from mounts attached nowhere: from Linux
+/// 6.15 ("ovl: allow detached mount as layer"). Before, every layer must be
+/// a mount in the caller's own namespace (`clone_private_mount` checks
+/// `check_mnt`), and a detached upper layer fails with EINVAL ("failed to
+/// clone upperpath"). Read from the release once per process.
+fn overlay_takes_detached_layers() -> bool {
+    static TAKES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TAKES.get_or_init(|| {
+        // SAFETY: uname fills the zeroed struct; release is NUL-terminated.
+        let mut names: libc::utsname = unsafe { mem::zeroed() };
+        if unsafe { libc::uname(&mut names) } != 0 {
+            return false;
+        }
+        let release = unsafe { std::ffi::CStr::from_ptr(names.release.as_ptr()) };
+        kernel_at_least(&release.to_string_lossy(), (6, 15)).unwrap_or(false)
+    })
+}
+
+/// Whether a kernel release (`6.1.0-56-amd64`, `6.12.117+deb12-amd64`) is
+/// at least `major.minor`; None if it does not start with two numbers.
+fn kernel_at_least(release: &str, (major, minor): (u32, u32)) -> Option<bool> {
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    let (Some(Some(a)), Some(Some(b))) = (numbers.next(), numbers.next()) else {
+        return None;
+    };
+    Some((a, b) >= (major, minor))
+}
+
+/// On kernels before 6.15: a tmpfs of this overlay's own, attached on the
+/// parent of the overlay's destination while the overlay is made. That
+/// parent is inside the rootfs, which `prepare_rootfs` bound privately
+/// under a private parent, so the tmpfs is seen by no other namespace; it
+/// hides the parent's entries only from path lookups, and the overlay's
+/// layers are all reached through descriptors or paths outside the rootfs.
+/// The overlay is then attached on the destination itself (a mount of the
+/// rootfs, below the tmpfs), and the tmpfs is detached when this is
+/// dropped. A tmpfs per overlay, because one that was detached cannot be
+/// attached again.
+fn attached_private_upper(dest: BorrowedFd) -> std::io::Result<PrivateUpper> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let tmpfs = detached_tmpfs()?;
+    // SAFETY: openat, mkdirat and move_mount on descriptors owned here, with
+    // NUL-terminated literals.
+    unsafe {
+        for dir in [c"0", c"0/upper", c"0/work"] {
+            if libc::mkdirat(tmpfs.as_raw_fd(), dir.as_ptr(), 0o755) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        let parent = libc::openat(
+            dest.as_raw_fd(),
+            c"..".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        );
+        if parent < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let parent = OwnedFd::from_raw_fd(parent);
+        if libc::syscall(
+            libc::SYS_move_mount,
+            tmpfs.as_raw_fd(),
+            c"".as_ptr(),
+            parent.as_raw_fd(),
+            c"".as_ptr(),
+            linux::MOVE_MOUNT_F_EMPTY_PATH | linux::MOVE_MOUNT_T_EMPTY_PATH,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(PrivateUpper { tmpfs, dir: 0, attached: true })
 }
 
 thread_local! {
@@ -1370,6 +1481,18 @@ fn expect_dir(fd: &OwnedFd) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        use super::kernel_at_least;
+        assert_eq!(kernel_at_least("6.1.0-56-amd64", (6, 15)), Some(false));
+        assert_eq!(kernel_at_least("6.12.117+deb12-amd64", (6, 15)), Some(false));
+        assert_eq!(kernel_at_least("6.15.0", (6, 15)), Some(true));
+        assert_eq!(kernel_at_least("6.18.3-cloud", (6, 15)), Some(true));
+        assert_eq!(kernel_at_least("7.0", (6, 15)), Some(true));
+        assert_eq!(kernel_at_least("5.14.0-427.el9.x86_64", (6, 15)), Some(false));
+        assert_eq!(kernel_at_least("garbage", (6, 15)), None);
+    }
+
     #[cfg(feature = "v1")]
     use std::fs;
     use std::fs::OpenOptions;

@@ -1,0 +1,180 @@
+#!/bin/sh
+# Boots one of Debian's kernels in a VM and runs a command there as root;
+# exits with the command's status. The host shapes GPU machines have and
+# this one does not: another kernel, pure cgroup v2 with every controller
+# enabled for children, no systemd.
+#
+#   sh scripts/vm.sh [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]
+#
+# KERNEL: 6.1 (bookworm's), 6.12 (bookworm's 6.12 series), or a
+# linux-image-* package name. The guest's root is this machine's own /,
+# read-only over 9p under a tmpfs overlay (so it sees this checkout, its
+# build and the caches of earlier runs, and changes nothing here), with
+# fresh /tmp, /run and /dev; the kernel's own modules are at
+# /lib/modules/$(uname -r). The command runs in the current directory with
+# PATH, HOME, RUST_BACKTRACE and every GPURUN_* variable passed on; its
+# output is the guest console's. No network.
+#
+# The kernel package is downloaded (never installed) into
+# /var/cache/gpurun-vm with an initramfs of busybox and the modules the
+# 9p root needs; qemu-system-x86 is installed if missing. Software
+# emulation (TCG): nested KVM does not boot stock kernels on these VMs.
+set -eu
+mem=4096
+limit=2400
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mem) mem=$2; shift 2 ;;
+    --timeout) limit=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 2 ] || { echo "usage: vm.sh [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]" >&2; exit 2; }
+kernel=$1
+shift
+[ "$1" = "--" ] && shift
+[ "$(id -u)" = 0 ] || { echo "vm.sh: run as root (it downloads kernels and boots qemu)" >&2; exit 2; }
+
+cache=${GPURUN_VM_CACHE:-/var/cache/gpurun-vm}
+mkdir -p "$cache"
+
+if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null \
+  || ! command -v depmod >/dev/null || ! command -v busybox >/dev/null; then
+  # This image ships backports' qemu-utils 10.0, which bookworm's
+  # qemu-system-x86 conflicts with: take the qemu-utils of the same version.
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  version=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ {print $2}')
+  apt-get install -y -qq --allow-downgrades qemu-system-x86 "qemu-utils=$version" \
+    cpio kmod xz-utils busybox-static >/dev/null
+fi
+
+case "$kernel" in
+  6.1) pattern='^linux-image-6\.1\.0-[0-9]+-amd64$' ;;
+  6.12) pattern='^linux-image-6\.12\.[0-9]+\+deb12-amd64$' ;;
+  linux-image-*) pattern="^$(echo "$kernel" | sed 's/[.+]/\\&/g')\$" ;;
+  *) echo "vm.sh: unknown kernel '$kernel': use 6.1, 6.12 or a linux-image-* package name" >&2; exit 2 ;;
+esac
+package=$(apt-cache search --names-only "$pattern" | awk '{print $1}' | sort -V | tail -1)
+if [ -z "$package" ]; then
+  apt-get update -qq
+  package=$(apt-cache search --names-only "$pattern" | awk '{print $1}' | sort -V | tail -1)
+fi
+[ -n "$package" ] || { echo "vm.sh: no Debian package matches $pattern" >&2; exit 2; }
+
+dir="$cache/$package"
+if [ ! -f "$dir/ready" ]; then
+  rm -rf "$dir"
+  mkdir -p "$dir/deb" "$dir/root"
+  (cd "$dir/deb" && apt-get -o APT::Sandbox::User=root download "$package" >/dev/null)
+  dpkg-deb -x "$dir"/deb/*.deb "$dir/root"
+  release=$(ls "$dir/root/lib/modules")
+  # The guest's modprobe reads modules.dep (the package's postinst makes it).
+  depmod -b "$dir/root" "$release"
+  # An initramfs: busybox, and the modules the 9p root and its overlay need,
+  # in load order; uncompressed, since busybox's insmod reads only plain .ko.
+  initramfs="$dir/initramfs"
+  mkdir -p "$initramfs/bin" "$initramfs/modules" "$initramfs/proc" "$initramfs/sys" \
+    "$initramfs/dev" "$initramfs/lower" "$initramfs/rw" "$initramfs/newroot"
+  cp "$(command -v busybox)" "$initramfs/bin/busybox"
+  : > "$initramfs/modules/order"
+  for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci \
+    netfs fscache 9pnet 9pnet_virtio 9p overlay; do
+    ko=$(find "$dir/root/lib/modules/$release" -name "$m.ko" -o -name "$m.ko.xz" | head -1)
+    [ -n "$ko" ] || continue # built into this kernel
+    case "$ko" in
+      *.xz) xz -dc "$ko" > "$initramfs/modules/$m.ko" ;;
+      *) cp "$ko" "$initramfs/modules/$m.ko" ;;
+    esac
+    echo "$m" >> "$initramfs/modules/order"
+  done
+  cat > "$initramfs/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in $(cat /modules/order); do insmod /modules/$m.ko || echo "vm init: insmod $m failed"; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /lower
+mount -t tmpfs -o mode=0755 rw /rw
+mkdir -p /rw/upper /rw/work
+mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /newroot
+mkdir -p /newroot/vmshare
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vmshare /newroot/vmshare
+umount /proc /sys
+mount --move /dev /newroot/dev
+exec switch_root /newroot /bin/sh /vmshare/stage2
+echo "vm init: switch_root failed"
+echo o > /proc/sysrq-trigger
+INIT
+  chmod +x "$initramfs/init"
+  (cd "$initramfs" && find . | cpio -o -H newc --quiet | gzip -1) > "$dir/initrd.gz"
+  rm -rf "$initramfs"
+  echo "$release" > "$dir/release"
+  touch "$dir/ready"
+fi
+release=$(cat "$dir/release")
+
+share=$(mktemp -d /tmp/gpurun-vm.XXXXXX)
+trap 'rm -rf "$share"' EXIT
+quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+{
+  echo '#!/bin/sh'
+  echo "modules=$(quote "$dir/root/lib/modules/$release")"
+  cat <<'STAGE2'
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mkdir -p /dev/pts /dev/shm /dev/mqueue
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts /dev/pts
+ln -sf pts/ptmx /dev/ptmx
+mount -t tmpfs -o mode=1777 shm /dev/shm
+mount -t mqueue mqueue /dev/mqueue
+mount -t tmpfs -o mode=1777 tmp /tmp
+mount -t tmpfs -o mode=0755 run /run
+mkdir -p /run/lock /run/user
+# Pure cgroup v2, every controller enabled for children (a v1 mount made
+# now would take controllers away from it).
+mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup
+for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
+  echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control || echo "vm: controller $c not enabled"
+done
+mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
+mkdir -p "/lib/modules/$(uname -r)"
+mount --bind "$modules" "/lib/modules/$(uname -r)"
+ip link set lo up 2>/dev/null || true
+hostname gpurun-vm
+echo 1 > /proc/sys/kernel/printk_ratelimit 2>/dev/null || true
+STAGE2
+  for var in PATH HOME RUST_BACKTRACE $(env | sed -n 's/^\(GPURUN_[A-Za-z0-9_]*\)=.*/\1/p'); do
+    eval "value=\${$var-}"
+    [ -n "$value" ] && echo "export $var=$(quote "$value")"
+  done
+  echo "cd $(quote "$PWD")"
+  printf 'echo "vm: $(uname -r), cgroup v2 controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)"\n'
+  printf '('
+  for arg in "$@"; do printf ' %s' "$(quote "$arg")"; done
+  printf ' ) </dev/null\n'
+  cat <<'STAGE2'
+echo $? > /vmshare/rc
+sync
+# Power off is asynchronous: PID 1 must not exit before it lands.
+echo o > /proc/sysrq-trigger
+sleep 60
+STAGE2
+} > "$share/stage2"
+
+# MTTCG: two guest CPUs on two threads. The console is the guest's serial
+# port on our stdout; the command's status comes back through the share.
+status=0
+timeout --foreground -k 10 "$limit" qemu-system-x86_64 \
+  -accel tcg,thread=multi -cpu max -smp 2 -m "$mem" -nographic -no-reboot \
+  -kernel "$dir/root/boot/vmlinuz-$release" -initrd "$dir/initrd.gz" \
+  -append "console=ttyS0 quiet loglevel=4 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1" \
+  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+  -virtfs local,path="$share",mount_tag=vmshare,security_model=none,multidevs=remap \
+  -nic none -serial mon:stdio </dev/null || status=$?
+if [ -f "$share/rc" ]; then
+  exit "$(cat "$share/rc")"
+fi
+echo "vm.sh: the guest ended without the command's status (qemu exit $status; timeout ${limit}s)" >&2
+exit 125
