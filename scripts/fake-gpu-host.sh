@@ -98,6 +98,14 @@ merged_usr() {
   ln -s usr/lib "$1/lib"; ln -s usr/bin "$1/bin"; ln -s usr/sbin "$1/sbin"; ln -s usr/lib64 "$1/lib64"
 }
 
+# Files from the unpacked packages are hard links where the host is on the
+# same filesystem as the cache, copies where not (a VM's fresh /tmp).
+if [ "$(stat -c %d "$unpacked")" = "$(stat -c %d "$out")" ]; then
+  link_file="ln"; copy_tree="cp -al"
+else
+  link_file="cp -p"; copy_tree="cp -a"
+fi
+
 # Every versioned driver library (file name ends in the driver version).
 versioned_libs() {
   find "$unpacked/usr/lib" -type f -name "lib*.so.$version"
@@ -110,7 +118,7 @@ flat_libs() {
   mkdir -p "$dir"
   for f in $(versioned_libs); do
     name=$(basename "$f")
-    ln "$f" "$dir/$name"
+    $link_file "$f" "$dir/$name"
     soname=$(readelf -d "$f" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
     if [ -n "$soname" ] && [ "$soname" != "$name" ]; then
       ln -s "$name" "$dir/$soname"
@@ -147,7 +155,7 @@ ubuntu_root() {
   r=$1
   merged_usr "$r"
   flat_libs "$r/usr/lib/x86_64-linux-gnu"
-  for p in $programs; do ln "$(program_file "$p")" "$r/usr/bin/$p"; done
+  for p in $programs; do $link_file "$(program_file "$p")" "$r/usr/bin/$p"; done
   vendor_files "$r/usr/share"
   firmware "$r/usr/lib/firmware/nvidia"
   echo /usr/lib/x86_64-linux-gnu > "$r/etc/ld.so.conf"
@@ -158,7 +166,7 @@ driver_root="$root"
 case "$layout" in
   debian)
     mkdir -p "$root/usr/bin" "$root/usr/sbin" "$root/etc"
-    cp -al "$unpacked/usr" "$root/"
+    $copy_tree "$unpacked/usr" "$root/"
     ln -sf /usr/lib/nvidia/current/nvidia-smi "$root/usr/bin/nvidia-smi"
     printf '/usr/lib/x86_64-linux-gnu/nvidia/current\n/usr/lib/x86_64-linux-gnu\n' > "$root/etc/ld.so.conf"
     ;;
@@ -168,7 +176,7 @@ case "$layout" in
   rhel)
     merged_usr "$root"
     flat_libs "$root/usr/lib64"
-    for p in $programs; do ln "$(program_file "$p")" "$root/usr/bin/$p"; done
+    for p in $programs; do $link_file "$(program_file "$p")" "$root/usr/bin/$p"; done
     vendor_files "$root/usr/share"
     firmware "$root/usr/lib/firmware/nvidia"
     echo /usr/lib64 > "$root/etc/ld.so.conf"
@@ -180,7 +188,7 @@ case "$layout" in
     ln -s lib64 "$nv/lib"
     mkdir -p "$nv/bin"
     for p in $programs; do
-      ln "$(program_file "$p")" "$nv/bin/$p"
+      $link_file "$(program_file "$p")" "$nv/bin/$p"
       # The wrapper on the PATH, as on the recorded host.
       cat > "$root/usr/bin/$p" <<WRAP
 #!/bin/sh

@@ -695,7 +695,12 @@ fn ps_options_and_list_format_as_in_runc() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let list: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(list[0]["id"], id.as_str());
-    assert!(list[0]["annotations"].is_object(), "{}", out.stdout);
+    assert_eq!(
+        list[0]["rootfs"],
+        bundle.rootfs().to_str().unwrap(),
+        "{}",
+        out.stdout
+    );
     rt.run(["delete", "--force", &id]).ok();
 }
 
@@ -717,4 +722,267 @@ fn runc_global_flags_are_taken() {
     );
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("possible values"), "{}", out.stderr);
+}
+
+/// `spec` writes runc 1.1's own template, root and rootless: the same
+/// hostname, namespaces (no cgroup namespace) and capabilities (none
+/// inheritable, CVE-2022-29162), so a bundle made for either runtime is
+/// the same.
+#[test]
+fn spec_writes_what_runc_spec_writes() {
+    for rootless in [false, true] {
+        let written = |program: &Path| {
+            let scratch = Scratch::new("spec-compare");
+            let mut cmd = Command::new(program);
+            cmd.arg("spec").current_dir(scratch.path());
+            if rootless {
+                cmd.arg("--rootless");
+            }
+            run_cmd(&mut cmd, TIMEOUT).ok();
+            let text = fs::read(scratch.path().join("config.json")).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&text).unwrap()
+        };
+        let ours = written(&gpurun_bin());
+        let runc = written(Path::new("runc"));
+        assert_eq!(ours, runc, "rootless: {rootless}");
+        assert_eq!(ours["hostname"], "runc");
+    }
+}
+
+/// Killing a stopped container fails with runc's words, "container not
+/// running", on stderr and as an error in the `--log` file: containerd's
+/// shim kills stopped containers and treats exactly those words as done.
+#[test]
+fn kill_of_a_stopped_container_says_container_not_running() {
+    require_root!();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    let dir = bundle.dir.to_str().unwrap().to_owned();
+    for program in [gpurun_bin(), "runc".into()] {
+        let state = Scratch::new("kill-stopped");
+        let root = state.path().to_str().unwrap().to_owned();
+        let log = state.path().join("log.json");
+        let runtime = |args: &[&str]| {
+            run_cmd(
+                Command::new(&program)
+                    .args(["--root", &root, "--log", log.to_str().unwrap()])
+                    .args(["--log-format", "json"])
+                    .args(args),
+                TIMEOUT,
+            )
+        };
+        let id = unique("stopped");
+        runtime(&["create", "--bundle", &dir, &id]).ok();
+        runtime(&["start", &id]).ok();
+        let deadline = Instant::now() + TIMEOUT;
+        while !runtime(&["state", &id]).stdout.contains("\"stopped\"") {
+            assert!(Instant::now() < deadline, "{program:?}: never stopped");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = runtime(&["kill", &id, "KILL"]);
+        assert_eq!(out.code, 1, "{program:?}: {out:?}");
+        let logged = fs::read_to_string(&log).unwrap();
+        let error = logged
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["level"] == "error")
+            .unwrap_or_else(|| panic!("{program:?}: no error in the log: {logged}"));
+        assert!(
+            error["msg"]
+                .as_str()
+                .unwrap()
+                .contains("container not running"),
+            "{program:?}: {error}"
+        );
+        runtime(&["delete", &id]).ok();
+    }
+}
+
+/// `state` and `list -f json` print the fields runc prints, with the same
+/// values where they do not depend on the runtime: `rootfs` (absolute),
+/// `bundle`, `status`, and `state`'s empty `owner`.
+#[test]
+fn state_and_list_carry_runcs_fields() {
+    require_root!();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let dir = bundle.dir.to_str().unwrap().to_owned();
+    let mut seen = Vec::new();
+    for program in [gpurun_bin(), "runc".into()] {
+        let state = Scratch::new("state-fields");
+        let root = state.path().to_str().unwrap().to_owned();
+        let runtime = |args: &[&str]| {
+            run_cmd(
+                Command::new(&program).args(["--root", &root]).args(args),
+                TIMEOUT,
+            )
+        };
+        let id = unique("fields");
+        runtime(&["create", "--bundle", &dir, &id]).ok();
+        let state: serde_json::Value =
+            serde_json::from_str(&runtime(&["state", &id]).ok().stdout).unwrap();
+        let list: serde_json::Value =
+            serde_json::from_str(&runtime(&["list", "-f", "json"]).ok().stdout).unwrap();
+        runtime(&["delete", "--force", &id]).ok();
+        seen.push((program, state, list[0].clone()));
+    }
+    let keys = |v: &serde_json::Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let (_, ours_state, ours_list) = &seen[0];
+    let (_, runc_state, runc_list) = &seen[1];
+    assert_eq!(
+        keys(ours_state),
+        keys(runc_state),
+        "{ours_state} vs {runc_state}"
+    );
+    assert_eq!(
+        keys(ours_list),
+        keys(runc_list),
+        "{ours_list} vs {runc_list}"
+    );
+    for field in ["rootfs", "bundle", "status", "owner"] {
+        assert_eq!(ours_state[field], runc_state[field], "state {field}");
+    }
+    for field in ["rootfs", "bundle", "status", "owner"] {
+        assert_eq!(ours_list[field], runc_list[field], "list {field}");
+    }
+    assert_eq!(ours_state["rootfs"], bundle.rootfs().to_str().unwrap());
+}
+
+/// Each runtime, on its own state root, for the runc-versus-gpurun tests.
+fn each_runtime() -> Vec<(std::path::PathBuf, Scratch)> {
+    vec![
+        (gpurun_bin(), Scratch::new("rt-gpurun")),
+        ("runc".into(), Scratch::new("rt-runc")),
+    ]
+}
+
+fn runtime_cmd(program: &Path, root: &Scratch, args: &[&str]) -> Ran {
+    run_cmd(
+        Command::new(program)
+            .arg("--root")
+            .arg(root.path())
+            .args(args),
+        TIMEOUT,
+    )
+}
+
+/// Hooks run where runc runs them: createContainer hooks in the rootfs,
+/// every host-side hook (prestart, createRuntime, poststart, poststop) in
+/// the bundle; each writes its working directory to a file.
+#[test]
+fn hooks_run_in_the_directories_runc_runs_them_in() {
+    require_root!();
+    let kinds = [
+        "prestart",
+        "createRuntime",
+        "createContainer",
+        "poststart",
+        "poststop",
+    ];
+    for (program, root) in each_runtime() {
+        let out = Scratch::new("hook-cwd");
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["true"]);
+        bundle.edit(|c| {
+            for kind in kinds {
+                let file = out.path().join(kind);
+                c["hooks"][kind] = json!([{
+                    "path": "/bin/sh",
+                    "args": ["sh", "-c", format!("pwd > {}", file.display())],
+                }]);
+            }
+        });
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        let id = unique("hook-cwd");
+        runtime_cmd(&program, &root, &["run", "--bundle", &dir, &id]).ok();
+        runtime_cmd(&program, &root, &["delete", "--force", &id]);
+        let dirs: Vec<String> = kinds
+            .iter()
+            .map(|k| {
+                fs::read_to_string(out.path().join(k))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned()
+            })
+            .collect();
+        let rootfs = bundle.rootfs();
+        let expected: Vec<&str> = kinds
+            .iter()
+            .map(|k| {
+                if *k == "createContainer" {
+                    rootfs.to_str().unwrap()
+                } else {
+                    &dir
+                }
+            })
+            .collect();
+        assert_eq!(dirs, expected, "{program:?}");
+    }
+}
+
+/// A failing poststart hook fails `start`, stops the container and skips
+/// the hooks after it (runtime-spec 1.3, runc 1.2). runc 1.1 runs
+/// poststart hooks during `create`, before the container starts, so it is
+/// not the reference here.
+#[test]
+fn a_failing_poststart_hook_fails_start_and_stops_the_container() {
+    require_root!();
+    for (program, root) in each_runtime().into_iter().take(1) {
+        let out = Scratch::new("poststart");
+        let marker = out.path().join("second-hook-ran");
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["sleep", "300"]);
+        bundle.edit(|c| {
+            c["hooks"]["poststart"] = json!([
+                {"path": "/bin/false"},
+                {"path": "/bin/touch", "args": ["touch", marker.to_str().unwrap()]},
+            ]);
+        });
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        let id = unique("poststart");
+        runtime_cmd(&program, &root, &["create", "--bundle", &dir, &id]).ok();
+        let started = runtime_cmd(&program, &root, &["start", &id]);
+        assert_ne!(started.code, 0, "{program:?}: start succeeded");
+        assert!(
+            !marker.exists(),
+            "{program:?}: the hook after the failed one ran"
+        );
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let state = runtime_cmd(&program, &root, &["state", &id]);
+            if state.stdout.contains("\"stopped\"") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{program:?}: still {}",
+                state.stdout
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
+    }
+}
+
+/// A failing startContainer hook is reported in runc's words, not lost.
+#[test]
+fn a_failing_start_container_hook_is_reported() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    bundle.edit(|c| c["hooks"]["startContainer"] = json!([{"path": "/bin/false"}]));
+    let id = unique("start-hook");
+    let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("error running startContainer hook"),
+        "{}",
+        out.stderr
+    );
+    rt.run(["delete", "--force", &id]);
 }

@@ -164,6 +164,19 @@ pub fn wait_gone(container: &Container) {
     }
 }
 
+/// The container's root filesystem, absolute, as its create resolved it
+/// (runc's state carries it as `rootfs`).
+pub fn rootfs(container: &Container) -> Option<PathBuf> {
+    let text = std::fs::read(container.root.join("config.json")).ok()?;
+    let spec: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let path = PathBuf::from(spec["root"]["path"].as_str()?);
+    Some(if path.is_absolute() {
+        path
+    } else {
+        container.bundle().join(path)
+    })
+}
+
 /// The OCI spelling of a status: "created", "running", "stopped", ...
 pub fn status_name(container: &Container) -> String {
     serde_json::to_value(container.status())

@@ -19,7 +19,9 @@ pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
     );
     let stopped_with_all = args.all && status == ContainerStatus::Stopped;
     if !(alive || stopped_with_all) {
-        anyhow::bail!("container {id:?} is {status}, not running: there is nothing to signal");
+        // "container not running" is runc's error, which containerd's shim
+        // matches to treat a kill of a stopped container as done.
+        anyhow::bail!("container not running: {id:?} is {status}, there is nothing to signal");
     }
     let all = args.all && containers::has_cgroup(&container);
     match nix::sys::signal::Signal::try_from(number) {

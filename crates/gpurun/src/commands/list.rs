@@ -42,16 +42,21 @@ pub fn list(ctx: &Ctx, args: ListArgs) -> Result<()> {
             let list: Vec<_> = found
                 .iter()
                 .map(|c| {
-                    json!({
+                    let mut entry = json!({
                         "ociVersion": c.state.oci_version,
                         "id": c.id(),
                         "pid": c.pid().map(|p| p.as_raw()).unwrap_or(0),
                         "status": containers::status_name(c),
                         "bundle": c.bundle(),
+                        "rootfs": containers::rootfs(c),
                         "created": c.created(),
                         "owner": c.creator().map(|o| o.to_string_lossy().into_owned()).unwrap_or_default(),
-                        "annotations": c.state.annotations.clone().unwrap_or_default(),
-                    })
+                    });
+                    // runc omits empty annotations.
+                    if let Some(a) = c.state.annotations.as_ref().filter(|a| !a.is_empty()) {
+                        entry["annotations"] = json!(a);
+                    }
+                    entry
                 })
                 .collect();
             println!("{}", serde_json::to_string(&list)?);

@@ -2,41 +2,53 @@ use std::fs;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use libcontainer::oci_spec::runtime::{LinuxDeviceCgroupBuilder, Spec};
 
-/// Writes a starter config.json, as `runc spec` does; `--rootless` gives one
-/// with a user namespace that maps the caller to root.
+/// `runc spec`'s template (runc 1.1), as runc writes it: no inheritable
+/// capabilities (CVE-2022-29162), no cgroup namespace, devices denied.
+const TEMPLATE: &str = include_str!("spec-template.json");
+/// `runc spec --rootless`'s: a user namespace mapping the caller
+/// (`HOST_UID`, `HOST_GID`) to root, the host's network and /sys, no
+/// resources.
+const ROOTLESS_TEMPLATE: &str = include_str!("spec-template-rootless.json");
+
+/// Writes a starter config.json, the one `runc spec` writes, so that a
+/// bundle made for either runtime is the same.
 pub fn spec(args: liboci_cli::Spec) -> Result<()> {
     let bundle = args.bundle.unwrap_or_else(|| PathBuf::from("."));
     let path = bundle.join("config.json");
     if path.exists() {
         bail!("{} already exists: remove it first", path.display());
     }
-    let mut spec = if args.rootless {
-        Spec::rootless(
-            nix::unistd::getuid().as_raw(),
-            nix::unistd::getgid().as_raw(),
-        )
+    let text = if args.rootless {
+        ROOTLESS_TEMPLATE
+            .replace("HOST_UID", &nix::unistd::getuid().to_string())
+            .replace("HOST_GID", &nix::unistd::getgid().to_string())
     } else {
-        Spec::default()
+        TEMPLATE.to_owned()
     };
-    if !args.rootless {
-        // Deny every device by default, as runc's spec does: a new v1
-        // devices cgroup inherits its parent's "a *:* rwm" otherwise.
-        let deny_all = LinuxDeviceCgroupBuilder::default()
-            .allow(false)
-            .access("rwm")
-            .build()?;
-        if let Some(linux) = spec.linux_mut() {
-            let mut resources = linux.resources().clone().unwrap_or_default();
-            resources.set_devices(Some(vec![deny_all]));
-            linux.set_resources(Some(resources));
+    fs::write(&path, text).with_context(|| format!("write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_templates_are_specs_libcontainer_reads() {
+        let rootless = ROOTLESS_TEMPLATE
+            .replace("HOST_UID", "1000")
+            .replace("HOST_GID", "1000");
+        for text in [TEMPLATE, rootless.as_str()] {
+            let spec: libcontainer::oci_spec::runtime::Spec = serde_json::from_str(text).unwrap();
+            assert_eq!(spec.hostname().as_deref(), Some("runc"));
+            let caps = spec
+                .process()
+                .as_ref()
+                .unwrap()
+                .capabilities()
+                .as_ref()
+                .unwrap();
+            assert!(caps.inheritable().as_ref().is_none_or(|c| c.is_empty()));
         }
     }
-    // A shell on a terminal, as `runc spec` writes it.
-    if let Some(process) = spec.process_mut() {
-        process.set_terminal(Some(true));
-    }
-    let text = serde_json::to_string_pretty(&spec)?;
-    fs::write(&path, text + "\n").with_context(|| format!("write {}", path.display()))
 }

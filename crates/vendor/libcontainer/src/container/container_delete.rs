@@ -99,10 +99,11 @@ impl Container {
                     })?;
 
                     if let Some(hooks) = config.hooks.as_ref() {
+                        // In the bundle, as runc runs them (gpurun patch).
                         hooks::run_hooks_warn_on_failure(
                             hooks.poststop().as_ref(),
                             Some(&self.state),
-                            None,
+                            Some(&self.state.bundle.clone()),
                             "poststop",
                         );
                     }

@@ -52,14 +52,25 @@ impl Container {
             })?;
 
         // Run post start hooks. It runs after the container process is started.
-        // It is called in the runtime namespace.
+        // It is called in the runtime namespace, in the bundle, as runc does.
+        // A failing one fails start: the container is killed and the
+        // remaining hooks are skipped, as runc does and runtime-spec 1.3
+        // asks (gpurun patch).
         if let Some(hooks) = config.hooks.as_ref() {
-            hooks::run_hooks_warn_on_failure(
+            let bundle = self.bundle().clone();
+            if let Err(err) = hooks::run_hooks(
                 hooks.poststart().as_ref(),
                 Some(&self.state),
-                Some(&self.root),
-                "poststart",
-            );
+                Some(&bundle),
+                None,
+                None,
+            ) {
+                tracing::error!(id = ?self.id(), "poststart hook failed: {err}");
+                if let Err(kill_err) = self.kill(nix::sys::signal::Signal::SIGKILL, true) {
+                    tracing::warn!(id = ?self.id(), "kill after a failed poststart hook: {kill_err}");
+                }
+                return Err(err.into());
+            }
         }
 
         Ok(())

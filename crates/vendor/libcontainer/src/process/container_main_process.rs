@@ -236,10 +236,11 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         if let Some(hooks) = container_args.spec.hooks() {
             init_main_receiver.wait_for_hook_request()?;
             if let Some(container_for_hooks) = &container_args.container {
+                // In the bundle, as runc runs host-side hooks (gpurun patch).
                 hooks::run_hooks(
                     hooks.prestart().as_ref(),
                     Some(&container_for_hooks.state),
-                    None,
+                    Some(&container_for_hooks.state.bundle),
                     Some(init_pid),
                     None,
                 )
@@ -248,10 +249,11 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
                     err
                 })?;
 
+                // In the bundle, as runc runs host-side hooks (gpurun patch).
                 hooks::run_hooks(
                     hooks.create_runtime().as_ref(),
                     Some(&container_for_hooks.state),
-                    None,
+                    Some(&container_for_hooks.state.bundle),
                     Some(init_pid),
                     None,
                 )

@@ -107,10 +107,11 @@ pub fn container_init_process(
 
             // create_container hook needs to be called after the namespace setup, but
             // before pivot_root is called. This runs in the container namespaces.
+            // In the rootfs, as runc runs them (gpurun patch).
             hooks::run_hooks(
                 hooks.create_container().as_ref(),
                 ctx.container.map(|c| &c.state),
-                None,
+                Some(ctx.rootfs),
                 None,
                 None,
             )
@@ -531,7 +532,10 @@ pub fn container_init_process(
                 Some(&start_container_env),
             )
             .map_err(|err| {
-                tracing::error!(?err, "failed to run start container hooks");
+                // The main process has stopped listening by now: this line,
+                // in runc's words, is the only report (on stderr, or in the
+                // --log file engines read). (gpurun patch)
+                tracing::error!(target: "gpurun", "error running startContainer hook: {err}");
                 err
             })?;
         }
