@@ -924,50 +924,6 @@ fn hooks_run_in_the_directories_runc_runs_them_in() {
     }
 }
 
-/// A failing poststart hook fails `start`, stops the container and skips
-/// the hooks after it (runtime-spec 1.3, runc 1.2). runc 1.1 runs
-/// poststart hooks during `create`, before the container starts, so it is
-/// not the reference here.
-#[test]
-fn a_failing_poststart_hook_fails_start_and_stops_the_container() {
-    require_root!();
-    for (program, root) in each_runtime().into_iter().take(1) {
-        let out = Scratch::new("poststart");
-        let marker = out.path().join("second-hook-ran");
-        let bundle = Bundle::busybox();
-        bundle.set_args(&["sleep", "300"]);
-        bundle.edit(|c| {
-            c["hooks"]["poststart"] = json!([
-                {"path": "/bin/false"},
-                {"path": "/bin/touch", "args": ["touch", marker.to_str().unwrap()]},
-            ]);
-        });
-        let dir = bundle.dir.to_str().unwrap().to_owned();
-        let id = unique("poststart");
-        runtime_cmd(&program, &root, &["create", "--bundle", &dir, &id]).ok();
-        let started = runtime_cmd(&program, &root, &["start", &id]);
-        assert_ne!(started.code, 0, "{program:?}: start succeeded");
-        assert!(
-            !marker.exists(),
-            "{program:?}: the hook after the failed one ran"
-        );
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let state = runtime_cmd(&program, &root, &["state", &id]);
-            if state.stdout.contains("\"stopped\"") {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{program:?}: still {}",
-                state.stdout
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
-    }
-}
-
 /// A failing startContainer hook is reported in runc's words, not lost.
 #[test]
 fn a_failing_start_container_hook_is_reported() {

@@ -27,6 +27,16 @@ state_left() { # DIR
   ls "$1" 2>/dev/null | grep -v '^@'
 }
 
+# What DIR holds now that it did not hold in BEFORE (an earlier state_left
+# of it): a suite using a state directory it does not own (the default
+# /run/gpurun, containerd's default runtime root) counts only what it left,
+# since other programs on the host may keep containers there.
+state_new() { # DIR BEFORE
+  state_left "$1" | while read -r entry; do
+    printf '%s\n' "$2" | grep -qxF "$entry" || echo "$entry"
+  done
+}
+
 # Waits up to 20 s for COMMAND to succeed.
 wait_for() {
   for _ in $(seq 1 100); do

@@ -20,13 +20,13 @@ fn namespaces_listed_are_new_and_the_others_are_the_runtimes() {
     require_root!();
     let rt = Runtime::new();
     let bundle = bundle_sleeping();
-    // The default spec has pid, network, ipc, uts, mount, cgroup; drop
-    // network, so the container must share the runtime's.
+    // The default spec (runc's) has pid, network, ipc, uts, mount: add
+    // cgroup, as runc users do, and drop network, so the container must
+    // share the runtime's.
     bundle.edit(|c| {
-        c["linux"]["namespaces"]
-            .as_array_mut()
-            .unwrap()
-            .retain(|n| n["type"] != "network")
+        let namespaces = c["linux"]["namespaces"].as_array_mut().unwrap();
+        namespaces.retain(|n| n["type"] != "network");
+        namespaces.push(serde_json::json!({"type": "cgroup"}));
     });
     let id = create(&rt, &bundle);
     let pid = init_pid(&rt, &id).to_string();

@@ -28,6 +28,7 @@ pub fn normalize_rootfs_propagation(spec: &mut Spec) {
 }
 
 pub fn check(spec: &Spec) -> Result<()> {
+    check_kernel(&libcontainer::utils::kernel_release())?;
     check_cwd(spec)?;
     check_user(spec)?;
     check_rlimits(spec)?;
@@ -35,6 +36,19 @@ pub fn check(spec: &Spec) -> Result<()> {
     check_hooks(spec)?;
     check_namespaces(spec)?;
     check_rootfs_propagation(spec)
+}
+
+/// Every mount is made with the new mount API (open_tree, fsmount,
+/// mount_setattr), which is whole from Linux 5.12: older kernels are
+/// refused up front instead of failing in the container's init with
+/// ENOSYS. A release that does not parse is let through.
+fn check_kernel(release: &str) -> Result<()> {
+    if libcontainer::utils::release_at_least(release, (5, 12)) == Some(false) {
+        bail!(
+            "kernel {release} lacks mount_setattr (Linux 5.12), which gpurun mounts with: run it on Linux 5.12 or later"
+        );
+    }
+    Ok(())
 }
 
 /// process.cwd "MUST be an absolute path".
@@ -260,6 +274,21 @@ fn check_rootfs_propagation(spec: &Spec) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn kernels_before_5_12_are_refused_by_name() {
+        assert!(check_kernel("6.1.0-56-amd64").is_ok());
+        assert!(check_kernel("5.14.0-427.el9.x86_64").is_ok());
+        assert!(check_kernel("5.12.0").is_ok());
+        assert!(check_kernel("not a release").is_ok());
+        let err = check_kernel("5.10.0-33-amd64").unwrap_err().to_string();
+        assert!(
+            err.contains("5.10.0-33-amd64") && err.contains("mount_setattr"),
+            "{err}"
+        );
+        assert!(check_kernel("4.18.0-553.el8_10.x86_64").is_err());
+    }
+
     use super::*;
 
     fn spec(edit: serde_json::Value) -> Spec {

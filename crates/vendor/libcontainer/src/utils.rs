@@ -476,6 +476,35 @@ fn dev_valid_name(name: &str) -> bool {
     true
 }
 
+/// The running kernel's release (`uname -r`), or "" (gpurun patch).
+pub fn kernel_release() -> String {
+    // SAFETY: uname fills the zeroed struct; release is NUL-terminated.
+    let mut names: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut names) } != 0 {
+        return String::new();
+    }
+    let release = unsafe { std::ffi::CStr::from_ptr(names.release.as_ptr()) };
+    release.to_string_lossy().into_owned()
+}
+
+/// Whether a kernel release (`6.1.0-56-amd64`, `6.12.117+deb12-amd64`,
+/// `5.14.0-427.el9.x86_64`) is at least `major.minor`; None if it does not
+/// start with two numbers (gpurun patch).
+pub fn release_at_least(release: &str, (major, minor): (u32, u32)) -> Option<bool> {
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    let (Some(Some(a)), Some(Some(b))) = (numbers.next(), numbers.next()) else {
+        return None;
+    };
+    Some((a, b) >= (major, minor))
+}
+
+/// Whether the running kernel is at least `major.minor` (gpurun patch).
+pub fn kernel_at_least(min: (u32, u32)) -> Option<bool> {
+    release_at_least(&kernel_release(), min)
+}
+
 #[cfg(test)]
 mod tests {
     use core::panic;

@@ -1229,27 +1229,7 @@ impl Drop for PrivateUpper {
 /// clone upperpath"). Read from the release once per process.
 fn overlay_takes_detached_layers() -> bool {
     static TAKES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *TAKES.get_or_init(|| {
-        // SAFETY: uname fills the zeroed struct; release is NUL-terminated.
-        let mut names: libc::utsname = unsafe { mem::zeroed() };
-        if unsafe { libc::uname(&mut names) } != 0 {
-            return false;
-        }
-        let release = unsafe { std::ffi::CStr::from_ptr(names.release.as_ptr()) };
-        kernel_at_least(&release.to_string_lossy(), (6, 15)).unwrap_or(false)
-    })
-}
-
-/// Whether a kernel release (`6.1.0-56-amd64`, `6.12.117+deb12-amd64`) is
-/// at least `major.minor`; None if it does not start with two numbers.
-fn kernel_at_least(release: &str, (major, minor): (u32, u32)) -> Option<bool> {
-    let mut numbers = release
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|n| n.parse::<u32>().ok());
-    let (Some(Some(a)), Some(Some(b))) = (numbers.next(), numbers.next()) else {
-        return None;
-    };
-    Some((a, b) >= (major, minor))
+    *TAKES.get_or_init(|| crate::utils::kernel_at_least((6, 15)).unwrap_or(false))
 }
 
 /// On kernels before 6.15: a tmpfs of this overlay's own, attached on the
@@ -1481,18 +1461,6 @@ fn expect_dir(fd: &OwnedFd) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn kernel_releases_compare_by_major_and_minor() {
-        use super::kernel_at_least;
-        assert_eq!(kernel_at_least("6.1.0-56-amd64", (6, 15)), Some(false));
-        assert_eq!(kernel_at_least("6.12.117+deb12-amd64", (6, 15)), Some(false));
-        assert_eq!(kernel_at_least("6.15.0", (6, 15)), Some(true));
-        assert_eq!(kernel_at_least("6.18.3-cloud", (6, 15)), Some(true));
-        assert_eq!(kernel_at_least("7.0", (6, 15)), Some(true));
-        assert_eq!(kernel_at_least("5.14.0-427.el9.x86_64", (6, 15)), Some(false));
-        assert_eq!(kernel_at_least("garbage", (6, 15)), None);
-    }
-
     #[cfg(feature = "v1")]
     use std::fs;
     use std::fs::OpenOptions;
