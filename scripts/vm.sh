@@ -4,7 +4,14 @@
 # this one does not: another kernel, pure cgroup v2 with every controller
 # enabled for children, no systemd.
 #
-#   sh scripts/vm.sh [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]
+#   sh scripts/vm.sh [--systemd] [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]
+#
+# --systemd: systemd is PID 1 (unified cgroups), with containerd, dockerd
+# and Podman from Debian on a small root image of its own (mmdebstrap,
+# built once into the cache; each boot's writes are discarded); this
+# machine's root is at /host, and the checkout, the fake-host cache and
+# the kernel's modules are bound to their own paths. The command runs from
+# a unit once the system is up.
 #
 # KERNEL: 6.1 (bookworm's), 6.12 (bookworm's 6.12 series), or a
 # linux-image-* package name. The guest's root is this machine's own /,
@@ -22,14 +29,16 @@
 set -eu
 mem=4096
 limit=2400
+systemd=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --mem) mem=$2; shift 2 ;;
+    --systemd) systemd=1; shift ;;
     --timeout) limit=$2; shift 2 ;;
     *) break ;;
   esac
 done
-[ $# -ge 2 ] || { echo "usage: vm.sh [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: vm.sh [--systemd] [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]" >&2; exit 2; }
 kernel=$1
 shift
 [ "$1" = "--" ] && shift
@@ -63,7 +72,7 @@ fi
 [ -n "$package" ] || { echo "vm.sh: no Debian package matches $pattern" >&2; exit 2; }
 
 dir="$cache/$package"
-if [ ! -f "$dir/ready" ]; then
+if [ ! -f "$dir/ready-2" ]; then
   rm -rf "$dir"
   mkdir -p "$dir/deb" "$dir/root"
   (cd "$dir/deb" && apt-get -o APT::Sandbox::User=root download "$package" >/dev/null)
@@ -78,10 +87,13 @@ if [ ! -f "$dir/ready" ]; then
     "$initramfs/dev" "$initramfs/lower" "$initramfs/rw" "$initramfs/newroot"
   cp "$(command -v busybox)" "$initramfs/bin/busybox"
   : > "$initramfs/modules/order"
-  for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci \
-    netfs fscache 9pnet 9pnet_virtio 9p overlay; do
-    ko=$(find "$dir/root/lib/modules/$release" -name "$m.ko" -o -name "$m.ko.xz" | head -1)
-    [ -n "$ko" ] || continue # built into this kernel
+  # What the 9p root, its overlay and the systemd guest's ext4 disk need,
+  # with their dependencies in load order, as this kernel's modprobe sees
+  # them.
+  for m in virtio_pci 9pnet_virtio 9p overlay virtio_blk ext4; do
+    modprobe -d "$dir/root" -S "$release" --show-depends "$m"
+  done | awk '$1 == "insmod" && !seen[$2]++ {print $2}' | while read -r ko; do
+    m=$(basename "$ko"); m=${m%.xz}; m=${m%.ko}
     case "$ko" in
       *.xz) xz -dc "$ko" > "$initramfs/modules/$m.ko" ;;
       *) cp "$ko" "$initramfs/modules/$m.ko" ;;
@@ -95,6 +107,16 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 for m in $(cat /modules/order); do insmod /modules/$m.ko || echo "vm init: insmod $m failed"; done
+if grep -q gpurun.systemd /proc/cmdline; then
+  # systemd as PID 1 on the root image's disk (its writes are discarded by
+  # qemu), this machine's root read-only at /host.
+  mount -t ext4 /dev/vda /newroot
+  mkdir -p /newroot/host /newroot/vmshare
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /newroot/host
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vmshare /newroot/vmshare
+  umount /proc /sys /dev
+  exec switch_root /newroot /lib/systemd/systemd
+fi
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /lower
 mount -t tmpfs -o mode=0755 rw /rw
 mkdir -p /rw/upper /rw/work
@@ -111,17 +133,82 @@ INIT
   (cd "$initramfs" && find . | cpio -o -H newc --quiet | gzip -1) > "$dir/initrd.gz"
   rm -rf "$initramfs"
   echo "$release" > "$dir/release"
-  touch "$dir/ready"
+  touch "$dir/ready-2"
 fi
 release=$(cat "$dir/release")
+
+# The systemd guest's root image: Debian's systemd, containerd, Docker,
+# Podman and runc (mmdebstrap), a unit that runs /vmshare/stage2 once the
+# system is up, nothing else started that the tests do not need. Built once.
+systemd_image() {
+  image="$cache/systemd-root-2.img"
+  if [ ! -f "$image" ]; then
+    command -v mmdebstrap >/dev/null || apt-get install -y -qq mmdebstrap >/dev/null
+    tree="$cache/systemd-root.tmp"
+    rm -rf "$tree"
+    mmdebstrap --quiet --variant=minbase \
+      --include=systemd,systemd-sysv,dbus,apparmor,dbus-user-session,udev,kmod,iproute2,runc,containerd,docker.io,podman,uidmap,procps,util-linux,busybox-static,ca-certificates,jq,python3 \
+      bookworm "$tree" >&2
+    cat > "$tree/etc/systemd/system/gpurun-vm.service" <<'UNIT'
+[Unit]
+Description=The command vm.sh was given
+Wants=containerd.service docker.service
+After=containerd.service docker.service systemd-user-sessions.service
+[Service]
+Type=oneshot
+ExecStart=/bin/sh /vmshare/stage2
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS0
+[Install]
+WantedBy=multi-user.target
+UNIT
+    ln -s /etc/systemd/system/gpurun-vm.service "$tree/etc/systemd/system/multi-user.target.wants/"
+    for unit in serial-getty@ttyS0.service getty@tty1.service apt-daily.timer apt-daily-upgrade.timer \
+      e2scrub_all.timer e2scrub_reap.service fstrim.timer systemd-timesyncd.service; do
+      ln -sf /dev/null "$tree/etc/systemd/system/$unit"
+    done
+    mkdir -p "$tree/etc/docker"
+    echo '{"exec-opts": ["native.cgroupdriver=systemd"], "bridge": "none", "iptables": false, "ip-masq": false}' \
+      > "$tree/etc/docker/daemon.json"
+    echo gpurun-vm > "$tree/etc/hostname"
+    : > "$tree/etc/fstab"
+    mke2fs -q -t ext4 -d "$tree" -L gpurun-root "$image.tmp" 3G >&2
+    mv "$image.tmp" "$image"
+    rm -rf "$tree"
+  fi
+  echo "$image"
+}
 
 share=$(mktemp -d /tmp/gpurun-vm.XXXXXX)
 trap 'rm -rf "$share"' EXIT
 quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+top=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
 {
   echo '#!/bin/sh'
   echo "modules=$(quote "$dir/root/lib/modules/$release")"
-  cat <<'STAGE2'
+  echo "top=$(quote "$top")"
+  if [ -n "$systemd" ]; then
+    cat <<'STAGE2'
+# The checkout and the caches at their own paths, writable through a
+# tmpfs overlay (what the guest writes there is discarded); the kernel's
+# modules.
+mount -t tmpfs -o mode=0700 vm-overlays /run/vm-overlays 2>/dev/null \
+  || { mkdir -p /run/vm-overlays && mount -t tmpfs -o mode=0700 vm-overlays /run/vm-overlays; }
+n=0
+for path in "$top" /var/cache/gpurun-fake-host /var/cache/gpurun-vm /var/cache/gpurun-criu; do
+  [ -d "/host$path" ] || continue
+  n=$((n + 1))
+  mkdir -p "$path" "/run/vm-overlays/$n/upper" "/run/vm-overlays/$n/work"
+  mount -t overlay -o "lowerdir=/host$path,upperdir=/run/vm-overlays/$n/upper,workdir=/run/vm-overlays/$n/work" \
+    vm-overlay "$path"
+done
+mkdir -p "/lib/modules/$(uname -r)"
+mount --bind "/host$modules" "/lib/modules/$(uname -r)"
+hostname gpurun-vm
+STAGE2
+  else
+    cat <<'STAGE2'
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mkdir -p /dev/pts /dev/shm /dev/mqueue
@@ -145,12 +232,13 @@ ip link set lo up 2>/dev/null || true
 hostname gpurun-vm
 echo 1 > /proc/sys/kernel/printk_ratelimit 2>/dev/null || true
 STAGE2
+  fi
   for var in PATH HOME RUST_BACKTRACE $(env | sed -n 's/^\(GPURUN_[A-Za-z0-9_]*\)=.*/\1/p'); do
     eval "value=\${$var-}"
     [ -n "$value" ] && echo "export $var=$(quote "$value")"
   done
   echo "cd $(quote "$PWD")"
-  printf 'echo "vm: $(uname -r), cgroup v2 controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)"\n'
+  printf 'echo "vm: $(uname -r), PID 1 $(cat /proc/1/comm), cgroup v2 controllers: $(cat /sys/fs/cgroup/cgroup.subtree_control)"\n'
   printf '('
   for arg in "$@"; do printf ' %s' "$(quote "$arg")"; done
   printf ' ) </dev/null\n'
@@ -165,11 +253,19 @@ STAGE2
 
 # MTTCG: two guest CPUs on two threads. The console is the guest's serial
 # port on our stdout; the command's status comes back through the share.
+cmdline="console=ttyS0 quiet loglevel=4 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1"
+disk=""
+if [ -n "$systemd" ]; then
+  image=$(systemd_image)
+  cmdline="$cmdline gpurun.systemd systemd.show_status=0"
+  disk="-drive file=$image,format=raw,if=virtio,snapshot=on"
+fi
 status=0
+# shellcheck disable=SC2086
 timeout --foreground -k 10 "$limit" qemu-system-x86_64 \
   -accel tcg,thread=multi -cpu max -smp 2 -m "$mem" -nographic -no-reboot \
   -kernel "$dir/root/boot/vmlinuz-$release" -initrd "$dir/initrd.gz" \
-  -append "console=ttyS0 quiet loglevel=4 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1" \
+  -append "$cmdline" $disk \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs local,path="$share",mount_tag=vmshare,security_model=none,multidevs=remap \
   -nic none -serial mon:stdio </dev/null || status=$?
