@@ -17,6 +17,7 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   sh scripts/install-deps.sh
   # Under the checkout, which the guest sees at the same path.
   work=$(mktemp -d "$PWD/target/systemd-suite.XXXXXX")
+  chmod 755 "$work" # the rootless Podman user reads the fake driver there
   trap 'rm -rf "$work"' EXIT INT TERM
   . integration/lib/common.sh
   make_fixtures
@@ -31,10 +32,15 @@ set +e
 work=$GPURUN_SUITE_WORK
 pids=""
 . integration/lib/common.sh
-host="$work/fx/host"
+# The fake GPU host on the guest's own disk: its device nodes, made here
+# by cp's mknod, open as the guest kernel's own (nodes made on the build
+# machine and seen through 9p do not).
+host=/var/lib/gpurun-suite-host
+cp -a "$work/fx/host" "$host"
+chmod 755 /var/lib
 roots="--driver-root $host/driver --dev-root $host --proc-root $host/proc"
 mkdir -p /etc/gpurun
-cp "$work/gpurun.toml" /etc/gpurun/config.toml
+sed "s|$work/fx/host|$host|g" "$work/gpurun.toml" > /etc/gpurun/config.toml
 check "systemd is PID 1" systemd "$(cat /proc/1/comm)"
 check "cgroup v2 only" cgroup2fs "$(stat -f -c %T /sys/fs/cgroup)"
 
@@ -155,5 +161,41 @@ check "docker -m 64m lands in the scope's memory.max" 67108864 \
 docker rm -f "$cid" >/dev/null
 check "no docker scope left" "" \
   "$(systemctl list-units --all --plain --no-legend 'docker-*.scope' | awk '$3 == "active"')"
+
+# --- rootless Podman in a systemd user session: a delegated cgroup ---
+user=gpurun-podman
+useradd -m -s /bin/sh "$user"
+echo "$user:200000:65536" >> /etc/subuid
+echo "$user:200000:65536" >> /etc/subgid
+uid=$(id -u "$user")
+loginctl enable-linger "$user"
+wait_for test -S "/run/user/$uid/bus"
+check "the user's systemd session is up" 0 "$?"
+as_user() {
+  runuser -u "$user" -- env HOME="/home/$user" XDG_RUNTIME_DIR="/run/user/$uid" \
+    DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$uid/bus" "$@"
+}
+mkdir -p "/home/$user/.config/gpurun"
+# Rootless Podman's container binds device nodes from their own paths,
+# so the fake nodes go into this (throwaway) guest's /dev, as podman.sh
+# does on a host, and the user's config says dev-root = "/".
+for node in "$host"/dev/nvidia*; do
+  [ -e "/dev/${node##*/}" ] || mknod -m 666 "/dev/${node##*/}" c \
+    "$((0x$(stat -c %t "$node")))" "$((0x$(stat -c %T "$node")))"
+done
+sed 's|^dev-root = .*|dev-root = "/"|' /etc/gpurun/config.toml > "/home/$user/.config/gpurun/config.toml"
+cp "$work/busybox.tar" "$work/glibc.tar" "/home/$user/"
+chown -R "$user:" "/home/$user"
+as_user podman load -i "/home/$user/busybox.tar" >/dev/null 2>&1
+as_user podman load -i "/home/$user/glibc.tar" >/dev/null 2>&1
+check "rootless podman uses the systemd cgroup manager" systemd \
+  "$(as_user podman info -f '{{.Host.CgroupManager}}' 2>&1)"
+out=$(as_user podman --runtime "$gpurun" run --rm --network none -m 64m --pids-limit 50 \
+  gpurun-test/busybox sh -c 'cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max' 2>&1)
+check "rootless podman -m 64m --pids-limit 50 apply in its delegated cgroup" "67108864 50" "$(echo $out)"
+out=$(as_user podman --runtime "$gpurun" run --rm --network none -e NVIDIA_VISIBLE_DEVICES=0 \
+  gpurun-test/glibc sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?' 2>&1)
+check_contains "rootless podman GPU container: nvidia-smi exits 9" "smi=9" "$out"
+check "nothing left in the user's gpurun state dir" "" "$(state_left "/run/user/$uid/gpurun")"
 
 summary systemd

@@ -17,7 +17,9 @@ pub fn choose(spec_path: Option<&Path>, id: &str, systemd: bool) -> Result<PathB
     let given = spec_path.filter(|p| !p.as_os_str().is_empty());
     let Some(path) = given else {
         if systemd {
-            return Ok(PathBuf::from(format!("system.slice:gpurun:{id}")));
+            // No slice: libcgroups takes system.slice for root and the
+            // user's user.slice otherwise, as runc does.
+            return Ok(PathBuf::from(format!(":gpurun:{id}")));
         }
         let path = PathBuf::from(format!("/gpurun/{id}"));
         refuse_unusable(&path, &path.to_string_lossy())?;
@@ -165,23 +167,31 @@ pub fn pids(path: &Path) -> Vec<nix::unistd::Pid> {
         .collect()
 }
 
-/// Whether the current user can place processes in cgroups at all: false
-/// for a non-root user on v1, or on v2 without a delegated, writable tree.
-pub fn writable_for_current_user(path: &Path) -> bool {
-    if crate::host_root::is_host_root() {
-        return true;
-    }
-    let root = Path::new(CGROUP_ROOT);
-    let unified = fs::read_to_string("/proc/self/mounts")
+/// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy.
+fn is_unified() -> bool {
+    fs::read_to_string("/proc/self/mounts")
         .map(|m| {
             m.lines().any(|l| {
                 l.split(' ').nth(1) == Some(CGROUP_ROOT) && l.split(' ').nth(2) == Some("cgroup2")
             })
         })
-        .unwrap_or(false);
-    if !unified {
+        .unwrap_or(false)
+}
+
+/// Whether the current user can place processes in cgroups at all: false
+/// for a non-root user on v1, or on v2 without a delegated tree: one it can
+/// write, or, for a systemd-style path, one its own systemd manager makes.
+pub fn writable_for_current_user(path: &Path) -> bool {
+    if crate::host_root::is_host_root() {
+        return true;
+    }
+    if !is_unified() {
         return false;
     }
+    if is_systemd_style(&path.to_string_lossy()) {
+        return user_manager_reachable(|k| std::env::var_os(k));
+    }
+    let root = Path::new(CGROUP_ROOT);
     // The nearest existing ancestor must be writable to us.
     let mut dir = root.join(path.strip_prefix("/").unwrap_or(path));
     while !dir.exists() {
@@ -192,9 +202,36 @@ pub fn writable_for_current_user(path: &Path) -> bool {
     nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
+/// Whether the caller's own systemd manager can be asked for a scope: a
+/// non-root caller's systemd-style path goes to it over the session bus
+/// (libcgroups looks for `DBUS_SESSION_BUS_ADDRESS`, then
+/// `$XDG_RUNTIME_DIR/bus`), and it makes the scope in the subtree systemd
+/// delegates to the user (user@UID.service), where limits apply.
+fn user_manager_reachable(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
+    if var("DBUS_SESSION_BUS_ADDRESS").is_some_and(|a| !a.is_empty()) {
+        return true;
+    }
+    var("XDG_RUNTIME_DIR").is_some_and(|dir| Path::new(&dir).join("bus").exists())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_manager_is_reached_as_libcgroups_reaches_it() {
+        let none = |_: &str| None;
+        assert!(!user_manager_reachable(none));
+        let bus = |k: &str| (k == "DBUS_SESSION_BUS_ADDRESS").then(|| "unix:path=/x".into());
+        assert!(user_manager_reachable(bus));
+        let dir = std::env::temp_dir().join(format!("gpurun-bus-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let runtime_dir = |k: &str| (k == "XDG_RUNTIME_DIR").then(|| dir.clone().into_os_string());
+        assert!(!user_manager_reachable(runtime_dir));
+        fs::write(dir.join("bus"), "").unwrap();
+        assert!(user_manager_reachable(runtime_dir));
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn empty_or_missing_path_gets_a_private_default() {
@@ -208,7 +245,7 @@ mod tests {
         );
         assert_eq!(
             choose(None, "c1", true).unwrap(),
-            PathBuf::from("system.slice:gpurun:c1")
+            PathBuf::from(":gpurun:c1")
         );
     }
 
