@@ -10,8 +10,12 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked --workspace
 # Every fuzz target for a short fixed time (longer by hand: sh scripts/fuzz.sh 600).
 sh scripts/fuzz.sh 20
-# End-to-end suites against real engines and schedulers; each prints
-# "N passed, M failed" and fails the run if any check failed.
+# End-to-end suites against real engines and schedulers (systemd.sh in a
+# VM with systemd as PID 1); each prints "N passed, M failed" and fails the
+# run if any check failed.
 for suite in integration/*.sh; do
   sh "$suite" "$PWD/target/debug/gpurun"
 done
+# The host matrix: the kernel- and cgroup-dependent suites again in VMs on
+# the kernels GPU hosts run, with pure cgroup v2 (README: what runs where).
+sh scripts/host-matrix.sh 6.1 6.12

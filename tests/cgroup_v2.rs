@@ -180,3 +180,72 @@ fn v2_start_clones_into_the_cgroup_and_moves_nothing() {
     assert!(moves.is_empty(), "moved through cgroup.procs: {moves:?}");
     assert!(rt.leftovers().is_empty());
 }
+
+/// On a pure cgroup v2 host (the host matrix's guests; skipped where v2 is
+/// only the hybrid's unified tree, whose controllers v1 holds): the spec's
+/// limits land in the container's own cgroup, and a GPU container's device
+/// program lets its GPU through and nothing else, checked by opening from
+/// an exec'd process: the asked-for GPU node gets past the cgroup (a fake
+/// node with no driver behind it answers ENXIO), an unrequested GPU node
+/// and `c 1 11`, made with mknod, get EPERM.
+#[test]
+fn v2_limits_land_and_only_the_asked_for_gpu_passes_the_device_program() {
+    require_root!();
+    let Some((hierarchy, false)) = v2_hierarchy() else {
+        eprintln!("skipped: /sys/fs/cgroup is not a pure cgroup v2 hierarchy");
+        return;
+    };
+    let rt = Runtime::new();
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(
+        &["sleep", "300"],
+        &[
+            "NVIDIA_VISIBLE_DEVICES=0",
+            "NVIDIA_DRIVER_CAPABILITIES=utility",
+        ],
+    );
+    bundle.edit(|c| {
+        c["linux"]["resources"]["memory"] = json!({"limit": 67108864});
+        c["linux"]["resources"]["pids"] = json!({"limit": 40});
+        c["linux"]["resources"]["cpu"] = json!({"shares": 512});
+        // mknod needs the capability; the device program then decides
+        // whether the node opens.
+        for set in ["bounding", "effective", "permitted"] {
+            c["process"]["capabilities"][set]
+                .as_array_mut()
+                .unwrap()
+                .push(json!("CAP_MKNOD"));
+        }
+    });
+    let id = unique("v2gpu");
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    rt.run(GpuFixtures::get().args(&["run", "-d", "--bundle", &dir, &id]))
+        .ok();
+    let cgroup = hierarchy.join(format!("gpurun/{id}"));
+    let read = |file: &str| fs::read_to_string(cgroup.join(file)).unwrap_or_default();
+    assert_eq!(read("memory.max").trim(), "67108864");
+    assert_eq!(read("pids.max").trim(), "40");
+    // cpu shares 512 as weight 59: the conversion runc 1.3 and crun use
+    // (1024 shares, the default, map to weight 100, systemd's default);
+    // runc 1.1's linear one gave 20.
+    assert_eq!(read("cpu.weight").trim(), "59");
+
+    let probe = "open() { if (: < $1) 2>/dev/null; then echo \"$1=opened\"; \
+                 elif (: < $1) 2>&1 | grep -q 'not permitted'; then echo \"$1=EPERM\"; \
+                 else echo \"$1=other\"; fi; }; \
+                 mknod /dev/gpu1 c 195 1; mknod /dev/kmsg-probe c 1 11; \
+                 open /dev/nvidia0; open /dev/gpu1; open /dev/kmsg-probe";
+    let out = rt.run(["exec", &id, "sh", "-c", probe]);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    // A real GPU opens; a fake node with no driver behind it fails with
+    // ENXIO: either way not the cgroup's EPERM.
+    assert!(
+        lines.contains(&"/dev/nvidia0=opened") || lines.contains(&"/dev/nvidia0=other"),
+        "{out:?}"
+    );
+    assert!(lines.contains(&"/dev/gpu1=EPERM"), "{out:?}");
+    assert!(lines.contains(&"/dev/kmsg-probe=EPERM"), "{out:?}");
+    rt.run(["delete", "--force", &id]).ok();
+    assert!(!cgroup.exists(), "cgroup left behind");
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}
