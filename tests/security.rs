@@ -34,6 +34,15 @@ fn read_only_cgroup_and_dev_mounts_are_read_only() {
             }
         }
     });
+    // A cgroup namespace, as Docker gives containers on cgroup v2: there
+    // /sys/fs/cgroup is then the container's own cgroup (without one, a
+    // cgroup2 mount shows the host's root, as under runc).
+    bundle.edit(|c| {
+        c["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "cgroup"}))
+    });
     assert!(bundle.config()["mounts"]
         .as_array()
         .unwrap()
@@ -104,14 +113,13 @@ fn fifos_in_the_image_hang_nothing() {
         &["sh", "-c", "nvidia-smi >/dev/null 2>&1; echo smi=$?"],
         &["NVIDIA_VISIBLE_DEVICES=0"],
     );
-    let start = Instant::now();
+    // A hang fails in run's own timeout.
     let out = rt.run(fixtures.args(&[
         "run",
         "--bundle",
         bundle.dir.to_str().unwrap(),
         &unique("fifo"),
     ]));
-    assert!(start.elapsed() < Duration::from_secs(20));
     assert_eq!(out.stdout.trim(), "smi=9", "{}", out.stderr);
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
 }
@@ -124,33 +132,39 @@ fn a_huge_environment_is_set_up_in_linear_time() {
     require_root!();
     let rt = Runtime::new();
     let bundle = Bundle::busybox();
-    let mut env = vec!["PATH=/bin".to_owned()];
-    env.extend((0..100_000).map(|i| format!("V{i}=x")));
-    env.push("LAST=here".into());
-    bundle.edit(|c| c["process"]["env"] = json!(env));
     // env, not sh: busybox sh itself takes seconds to import them.
     bundle.set_args(&["env"]);
-    let start = Instant::now();
-    let out = rt.run([
-        "run",
-        "--bundle",
-        bundle.dir.to_str().unwrap(),
-        &unique("env"),
-    ]);
-    let took = start.elapsed();
+    // The same container with n and 4n variables, in one run: linear set-up
+    // takes at most about 4 times as long (less, with the fixed cost of a
+    // start), the quadratic one took 16 times. A ratio, not a time: it
+    // holds on a slow machine too.
+    let mut took = Vec::new();
+    for n in [25_000, 100_000] {
+        let mut env = vec!["PATH=/bin".to_owned()];
+        env.extend((0..n).map(|i| format!("V{i}=x")));
+        env.push("LAST=here".into());
+        bundle.edit(|c| c["process"]["env"] = json!(env));
+        let start = Instant::now();
+        let out = rt.run([
+            "run",
+            "--bundle",
+            bundle.dir.to_str().unwrap(),
+            &unique("env"),
+        ]);
+        took.push(start.elapsed());
+        assert!(
+            out.stdout.lines().any(|l| l == "LAST=here"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(out.stdout.lines().count(), n + 3, "PATH, {n}, LAST, HOME");
+    }
     assert!(
-        out.stdout.lines().any(|l| l == "LAST=here"),
-        "{}",
-        out.stderr
+        took[1] < took[0] * 8,
+        "4 times the variables took {:?} against {:?}: not linear",
+        took[1],
+        took[0]
     );
-    assert_eq!(
-        out.stdout.lines().count(),
-        100_003,
-        "PATH, 100,000, LAST, HOME"
-    );
-    // Generous for a debug build under load; the quadratic setup took
-    // 15 s for this many.
-    assert!(took < Duration::from_secs(6), "took {took:?}");
 }
 
 /// kill --all freezes and thaws the container's cgroup; racing with a

@@ -290,6 +290,11 @@ impl CgroupManager for Manager {
                 }
             }
 
+            // gpurun patch: killed processes leave the cgroup only once
+            // they have exited, which on a loaded or slow machine takes
+            // longer than the removal's retries: wait until the kernel says
+            // the cgroup is empty, then remove it.
+            wait_unpopulated(&self.full_path, Duration::from_secs(10));
             common::delete_with_retry(&self.full_path, 4, Duration::from_millis(100))?;
         }
 
@@ -327,5 +332,21 @@ impl CgroupManager for Manager {
 
     fn get_all_pids(&self) -> Result<Vec<Pid>, Self::Error> {
         Ok(common::get_all_pids(&self.full_path)?)
+    }
+}
+
+/// Waits up to `limit` for `cgroup.events` to say `populated 0` (gpurun
+/// patch): polled, from 1 ms apart up to 50 ms apart.
+fn wait_unpopulated(cgroup: &Path, limit: Duration) {
+    let events = cgroup.join("cgroup.events");
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_millis(1);
+    while start.elapsed() < limit {
+        match fs::read_to_string(&events) {
+            Ok(text) if text.lines().any(|l| l == "populated 1") => {}
+            _ => return,
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
