@@ -758,18 +758,12 @@ fn kill_of_a_stopped_container_says_container_not_running() {
     let bundle = Bundle::busybox();
     bundle.set_args(&["true"]);
     let dir = bundle.dir.to_str().unwrap().to_owned();
-    for program in [gpurun_bin(), "runc".into()] {
-        let state = Scratch::new("kill-stopped");
-        let root = state.path().to_str().unwrap().to_owned();
-        let log = state.path().join("log.json");
+    for (program, root) in each_runtime() {
+        let log = root.path().join("log.json");
         let runtime = |args: &[&str]| {
-            run_cmd(
-                Command::new(&program)
-                    .args(["--root", &root, "--log", log.to_str().unwrap()])
-                    .args(["--log-format", "json"])
-                    .args(args),
-                TIMEOUT,
-            )
+            let mut all = vec!["--log", log.to_str().unwrap(), "--log-format", "json"];
+            all.extend_from_slice(args);
+            runtime_cmd(&program, &root, &all)
         };
         let id = unique("stopped");
         runtime(&["create", "--bundle", &dir, &id]).ok();
@@ -808,15 +802,8 @@ fn state_and_list_carry_runcs_fields() {
     bundle.set_args(&["sleep", "300"]);
     let dir = bundle.dir.to_str().unwrap().to_owned();
     let mut seen = Vec::new();
-    for program in [gpurun_bin(), "runc".into()] {
-        let state = Scratch::new("state-fields");
-        let root = state.path().to_str().unwrap().to_owned();
-        let runtime = |args: &[&str]| {
-            run_cmd(
-                Command::new(&program).args(["--root", &root]).args(args),
-                TIMEOUT,
-            )
-        };
+    for (program, root) in each_runtime() {
+        let runtime = |args: &[&str]| runtime_cmd(&program, &root, args);
         let id = unique("fields");
         runtime(&["create", "--bundle", &dir, &id]).ok();
         let state: serde_json::Value =
