@@ -27,7 +27,7 @@
 # 9p root needs; qemu-system-x86 is installed if missing. Software
 # emulation (TCG): nested KVM does not boot stock kernels on these VMs.
 set -eu
-mem=4096
+mem=6144
 limit=2400
 systemd=""
 while [ $# -gt 0 ]; do
@@ -216,7 +216,8 @@ mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts /dev/pts
 ln -sf pts/ptmx /dev/ptmx
 mount -t tmpfs -o mode=1777 shm /dev/shm
 mount -t mqueue mqueue /dev/mqueue
-mount -t tmpfs -o mode=1777 tmp /tmp
+# The fake GPU hosts the tests copy here take ~250 MB each.
+mount -t tmpfs -o mode=1777,size=4g tmp /tmp
 mount -t tmpfs -o mode=0755 run /run
 mkdir -p /run/lock /run/user
 # Pure cgroup v2, every controller enabled for children (a v1 mount made
