@@ -34,7 +34,7 @@ roots="--driver-root $host/driver --dev-root $host --proc-root $host/proc"
 # The hooks hand privileged containers' device rules over in gpurun's
 # default state root, which other LXC containers on the host may share.
 handoff=/run/gpurun/@lxc-devices
-handoff_before=$(ls "$handoff" 2>/dev/null)
+handoff_before=$(ls "$handoff" 2>/dev/null || true)
 out=$("$gpurun" $roots setup lxc --config "$work/default.conf" --binary "$gpurun")
 check_contains "setup lxc writes the hooks" "registered gpurun's LXC hooks" "$out"
 check "the mount and start-host hooks are gpurun" 2 "$(grep -c "^lxc.hook.[a-z-]* = $gpurun $roots lxc-hook$" "$work/default.conf")"
