@@ -17,17 +17,7 @@ trap 'stop_engines; rm -rf "$work"' EXIT INT TERM
 make_fixtures
 
 sock="$work/containerd.sock"
-cat > "$work/config.toml" <<EOF
-version = 2
-root = "$work/root"
-state = "$work/state"
-[grpc]
-  address = "$sock"
-[plugins."io.containerd.grpc.v1.cri"]
-  # This VM lacks CAP_SYS_RESOURCE.
-  restrict_oom_score_adj = true
-  sandbox_image = "docker.io/gpurun-test/pause:latest"
-EOF
+write_containerd_config "$work/root" "$work/state"
 setup_out=$("$gpurun" setup containerd --config "$work/config.toml" --binary "$gpurun")
 check_contains "setup containerd prints the RuntimeClass" "handler: gpurun" "$setup_out"
 again=$("$gpurun" setup containerd --config "$work/config.toml" --binary "$gpurun" | head -1)

@@ -99,16 +99,7 @@ sock="$work/containerd.sock"
 # sit on the overlay that makes the checkout writable here.
 ctd=/var/lib/gpurun-suite-containerd
 mkdir -p "$ctd"
-cat > "$work/config.toml" <<EOF
-version = 2
-root = "$ctd/root"
-state = "/run/gpurun-suite-containerd"
-[grpc]
-  address = "$sock"
-[plugins."io.containerd.grpc.v1.cri"]
-  restrict_oom_score_adj = true
-  sandbox_image = "docker.io/gpurun-test/pause:latest"
-EOF
+write_containerd_config "$ctd/root" /run/gpurun-suite-containerd
 "$gpurun" setup containerd --config "$work/config.toml" --binary "$gpurun" >/dev/null
 # The runtime's options: the systemd cgroup driver, as kubelet's default.
 sed -i '/BinaryName/a\            SystemdCgroup = true' "$work/config.toml"

@@ -97,6 +97,22 @@ criu_bin_dir() {
   echo "$work/criu-bin"
 }
 
+# A private containerd's $work/config.toml: its own ROOT and STATE, the
+# socket $sock, the CRI plugin with the local pause image (and this VM
+# lacks CAP_SYS_RESOURCE: no oom_score_adj below its own).
+write_containerd_config() { # ROOT STATE
+  cat > "$work/config.toml" <<EOF
+version = 2
+root = "$1"
+state = "$2"
+[grpc]
+  address = "$sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+  sandbox_image = "docker.io/gpurun-test/pause:latest"
+EOF
+}
+
 # A private dockerd's daemon.json at $work/daemon.json: its own data root,
 # exec root and socket ($sock); no iptables, no bridge.
 write_daemon_json() {
