@@ -929,3 +929,45 @@ fn a_failing_start_container_hook_is_reported() {
     );
     rt.run(["delete", "--force", &id]);
 }
+
+/// `exec --process` as runc takes it: a process.json without `user` runs
+/// as uid 0, and `-t` beside `--process` is ignored (the file says whether
+/// there is a terminal); `exec` into a created container runs, and the
+/// container still starts afterwards.
+#[test]
+fn exec_process_files_and_created_containers_as_in_runc() {
+    require_root!();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let dir = bundle.dir.to_str().unwrap().to_owned();
+    let process = Scratch::new("exec-process");
+    let file = process.path().join("process.json");
+    fs::write(&file, r#"{"args": ["/bin/id", "-u"], "cwd": "/"}"#).unwrap();
+    let file = file.to_str().unwrap();
+    for (program, root) in each_runtime() {
+        let runtime = |args: &[&str]| runtime_cmd(&program, &root, args);
+        let id = unique("exec-p");
+        runtime(&["create", "--bundle", &dir, &id]).ok();
+        let out = runtime(&["exec", &id, "/bin/sh", "-c", "echo in-created"]);
+        assert_eq!(out.stdout.trim(), "in-created", "{program:?}: {out:?}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&runtime(&["state", &id]).stdout).unwrap()
+                ["status"],
+            "created",
+            "{program:?}"
+        );
+        runtime(&["start", &id]).ok();
+        for args in [
+            vec!["exec", "-p", file, &id],
+            vec!["exec", "-t", "-p", file, &id],
+        ] {
+            let out = runtime(&args);
+            assert_eq!(
+                (out.code, out.stdout.trim()),
+                (0, "0"),
+                "{program:?} {args:?}: {out:?}"
+            );
+        }
+        runtime(&["delete", "--force", &id]).ok();
+    }
+}

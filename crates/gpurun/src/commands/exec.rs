@@ -20,7 +20,10 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
             "container {id:?} is paused: resume it, or exec with --ignore-paused (the process then waits until it is resumed)"
         );
     }
-    if !(container.can_exec() || paused && args.ignore_paused) {
+    // runc refuses only stopped and paused containers: a created one,
+    // whose init waits for start, takes an exec too.
+    let created = container.status() == ContainerStatus::Created;
+    if !(container.can_exec() || created || paused && args.ignore_paused) {
         anyhow::bail!(
             "container {id:?} is {}: exec needs a running container",
             container.status()
@@ -51,7 +54,12 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
     let process_copy = args.process.as_deref().map(ProcessCopy::read).transpose()?;
     // A terminal without a console socket, in the foreground: gpurun's
     // own socket, and the master relayed to our stdin and stdout.
-    let wants_terminal = args.tty || process_copy.as_ref().is_some_and(|p| p.terminal);
+    // With --process, the command line's process flags (-t) are ignored,
+    // as runc ignores them.
+    let wants_terminal = match &process_copy {
+        Some(process) => process.terminal,
+        None => args.tty,
+    };
     let own_socket = container
         .root
         .join(format!("exec-terminal-{}.sock", std::process::id()));
@@ -120,11 +128,16 @@ impl ProcessCopy {
     fn read(path: &std::path::Path) -> Result<Self> {
         use std::io::Write;
         use std::os::fd::AsRawFd;
-        let bytes =
+        let mut bytes =
             std::fs::read(path).with_context(|| format!("read --process {}", path.display()))?;
-        let terminal = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .is_some_and(|v| v["terminal"] == true);
+        let parsed = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+        let terminal = parsed.as_ref().is_some_and(|v| v["terminal"] == true);
+        // A process without "user" runs as uid and gid 0, as under runc
+        // (the OCI type makes the field required).
+        if let Some(mut process) = parsed.filter(|v| v.is_object() && v.get("user").is_none()) {
+            process["user"] = serde_json::json!({"uid": 0, "gid": 0});
+            bytes = serde_json::to_vec(&process)?;
+        }
         let memfd = nix::sys::memfd::memfd_create(
             c"gpurun-process.json",
             nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC,

@@ -400,7 +400,9 @@ impl TenantContainerBuilder {
         let container = Container::load(container_dir)?;
 
         match container.status() {
-            ContainerStatus::Running => Ok(container),
+            // A created container, whose init waits for start, takes an
+            // exec as under runc (gpurun patch).
+            ContainerStatus::Running | ContainerStatus::Created => Ok(container),
             ContainerStatus::Paused if self.ignore_paused => Ok(container),
             _ => {
                 tracing::error!(status = ?container.status(), "cannot exec: invalid container state");
