@@ -274,6 +274,7 @@ fn check_rootfs_propagation(spec: &Spec) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn kernels_before_5_12_are_refused_by_name() {
@@ -288,8 +289,6 @@ mod tests {
         );
         assert!(check_kernel("4.18.0-553.el8_10.x86_64").is_err());
     }
-
-    use super::*;
 
     fn spec(edit: serde_json::Value) -> Spec {
         let mut base = serde_json::to_value(Spec::default()).unwrap();

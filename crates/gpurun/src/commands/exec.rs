@@ -25,7 +25,7 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
     let created = container.status() == ContainerStatus::Created;
     if !(container.can_exec() || created || paused && args.ignore_paused) {
         anyhow::bail!(
-            "container {id:?} is {}: exec needs a running container",
+            "container {id:?} is {}: exec needs a created or running container",
             container.status()
         );
     }

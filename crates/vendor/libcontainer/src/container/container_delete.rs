@@ -103,7 +103,7 @@ impl Container {
                         hooks::run_hooks_warn_on_failure(
                             hooks.poststop().as_ref(),
                             Some(&self.state),
-                            Some(&self.state.bundle.clone()),
+                            Some(&self.state.bundle),
                             "poststop",
                         );
                     }

@@ -57,11 +57,10 @@ impl Container {
         // remaining hooks are skipped, as runc does and runtime-spec 1.3
         // asks (gpurun patch).
         if let Some(hooks) = config.hooks.as_ref() {
-            let bundle = self.bundle().clone();
             if let Err(err) = hooks::run_hooks(
                 hooks.poststart().as_ref(),
                 Some(&self.state),
-                Some(&bundle),
+                Some(self.bundle()),
                 None,
                 None,
             ) {

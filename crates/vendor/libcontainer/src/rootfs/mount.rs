@@ -1245,14 +1245,10 @@ fn overlay_takes_detached_layers() -> bool {
 fn attached_private_upper(dest: BorrowedFd) -> std::io::Result<PrivateUpper> {
     use std::os::fd::{AsRawFd, FromRawFd};
     let tmpfs = detached_tmpfs()?;
-    // SAFETY: openat, mkdirat and move_mount on descriptors owned here, with
+    make_layer_dirs(tmpfs.as_fd(), 0)?;
+    // SAFETY: openat and move_mount on descriptors owned here, with
     // NUL-terminated literals.
     unsafe {
-        for dir in [c"0", c"0/upper", c"0/work"] {
-            if libc::mkdirat(tmpfs.as_raw_fd(), dir.as_ptr(), 0o755) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
         let parent = libc::openat(
             dest.as_raw_fd(),
             c"..".as_ptr(),
@@ -1287,7 +1283,6 @@ thread_local! {
 
 /// The private tmpfs and a fresh `N/upper` and `N/work` in it.
 fn private_tmpfs() -> std::io::Result<(OwnedFd, u32)> {
-    use std::os::fd::AsRawFd;
     PRIVATE_TMPFS.with(|cell| {
         let mut cell = cell.borrow_mut();
         if cell.is_none() {
@@ -1296,19 +1291,23 @@ fn private_tmpfs() -> std::io::Result<(OwnedFd, u32)> {
         let (fd, count) = cell.as_mut().expect("set above");
         let n = *count;
         *count += 1;
-        let dir = std::ffi::CString::new(n.to_string()).expect("digits");
-        // SAFETY: mkdirat on a descriptor we own, with NUL-terminated names.
-        unsafe {
-            for path in [dir.clone(), std::ffi::CString::new(format!("{n}/upper")).expect("digits"),
-                std::ffi::CString::new(format!("{n}/work")).expect("digits")]
-            {
-                if libc::mkdirat(fd.as_raw_fd(), path.as_ptr(), 0o755) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-        }
+        make_layer_dirs(fd.as_fd(), n)?;
         Ok((fd.try_clone()?, n))
     })
+}
+
+/// `N`, `N/upper` and `N/work` in a private tmpfs: one overlay's upper
+/// layer and work directory.
+fn make_layer_dirs(tmpfs: BorrowedFd, n: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    for name in [n.to_string(), format!("{n}/upper"), format!("{n}/work")] {
+        let path = std::ffi::CString::new(name).expect("digits");
+        // SAFETY: mkdirat on a descriptor we borrow, with a NUL-terminated name.
+        if unsafe { libc::mkdirat(tmpfs.as_raw_fd(), path.as_ptr(), 0o755) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// A tmpfs mounted nowhere (fsopen + fsmount).
