@@ -340,14 +340,24 @@ fn errors_reach_the_json_log_as_one_line() {
 
 /// What a container process could do to the runtime (CVE-2019-5736): hold
 /// `/proc/<runtime>/exe` open while the runtime is in its namespaces, and
-/// once the runtime is gone, open that file for writing. It must fail: the
-/// runtime runs from a read-only private overlay (root) or a sealed memfd
-/// (rootless), never from the host binary. Tried for `run` and `exec`, as
-/// root and as an unprivileged user.
+/// once the runtime is gone, open that file for writing with the ids the
+/// container holds. It must fail:
+///
+/// - as root, the runtime runs from a read-only private overlay, never
+///   from the host binary (root could write that);
+/// - rootless with a root-owned binary, it runs from the binary itself (no
+///   copy: no id of the container's can write it) and the write is refused;
+/// - rootless with a binary the user owns, it runs from a sealed copy.
+///
+/// Tried for `run` and `exec`; each write is tried as the container's
+/// root, its first subordinate id and its last, and a file those ids may
+/// write is written the same way first, so a refusal means something.
 #[test]
 fn the_runtime_binary_cannot_be_written_through_proc_exe() {
     require_root!();
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::process::CommandExt;
     let held_exe = |pid: u32| -> Option<OwnedFd> {
         let path = std::ffi::CString::new(format!("/proc/{pid}/exe")).unwrap();
         // SAFETY: a valid path; an O_PATH descriptor reads and writes nothing.
@@ -355,10 +365,93 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
         // SAFETY: a fresh descriptor owned here.
         (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
     };
-    let binary = fs::canonicalize(gpurun_bin()).unwrap();
-    for who in [As::Root, As::User(TestUser::get())] {
-        let rt = Runtime::as_who(who.clone());
-        let bundle = match &who {
+    // Appends a byte to the file behind `fd` as (uid, gid), in a child
+    // that reopens it through /proc/self/fd as a container process would.
+    let write_as = |fd: &OwnedFd, (uid, gid): (u32, u32)| -> bool {
+        let raw = fd.as_raw_fd();
+        let mut sh = std::process::Command::new("/bin/sh");
+        sh.args(["-c", "printf x >> /proc/self/fd/3"])
+            .uid(uid)
+            .gid(gid)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: dup2 is async-signal-safe; it runs in the child only.
+        unsafe {
+            sh.pre_exec(move || {
+                if libc::dup2(raw, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        sh.status().unwrap().success()
+    };
+    let user = TestUser::get();
+    let subuid = |nth: u32| {
+        let line = fs::read_to_string("/etc/subuid").unwrap();
+        let fields: Vec<u32> = line
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{}:", user.name)))
+            .unwrap()
+            .split(':')
+            .map(|f| f.parse().unwrap())
+            .collect();
+        fields[0] + nth.min(fields[1] - 1)
+    };
+    // Copies of the binary: one root-owned in a root-owned 0755 directory
+    // (the normal install), one the user owns.
+    let bins = Scratch::new("sealbins");
+    let install = |owner: Option<&TestUser>| {
+        let dir = bins
+            .path()
+            .join(if owner.is_some() { "user" } else { "root" });
+        fs::create_dir(&dir).unwrap();
+        let bin = dir.join("gpurun");
+        fs::copy(gpurun_bin(), &bin).unwrap();
+        if let Some(u) = owner {
+            chown(&dir, u);
+            chown(&bin, u);
+        }
+        bin
+    };
+    let root_owned = install(None);
+    let user_owned = install(Some(&user));
+
+    struct Case {
+        who: As,
+        bin: std::path::PathBuf,
+        copied: bool,
+        writers: Vec<(u32, u32)>,
+    }
+    let cases = [
+        Case {
+            who: As::Root,
+            bin: root_owned.clone(),
+            copied: true,
+            writers: vec![(0, 0)],
+        },
+        Case {
+            who: As::User(user.clone()),
+            bin: root_owned.clone(),
+            copied: false,
+            writers: vec![
+                (user.uid, user.gid),
+                (subuid(0), subuid(0)),
+                (subuid(65535), subuid(65535)),
+            ],
+        },
+        Case {
+            who: As::User(user.clone()),
+            bin: user_owned.clone(),
+            copied: true,
+            writers: vec![(user.uid, user.gid), (subuid(0), subuid(0))],
+        },
+    ];
+    for case in cases {
+        let who = format!("{:?} with {}", case.who, case.bin.display());
+        let mut rt = Runtime::as_who(case.who.clone());
+        rt.bin = case.bin.clone();
+        let bundle = match &case.who {
             As::Root => Bundle::busybox(),
             As::User(u) => Bundle::busybox_rootless(u),
         };
@@ -380,44 +473,59 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // The re-exec is the first thing either runtime does.
-        for pid in [run.id(), exec.id()] {
-            wait_until(|| fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|t| t != binary));
-        }
+        let host = fs::metadata(&case.bin).unwrap();
+        let is_host_binary = |pid: u32| {
+            fs::metadata(format!("/proc/{pid}/exe"))
+                .is_ok_and(|m| (m.dev(), m.ino()) == (host.dev(), host.ino()))
+        };
+        // The re-exec, where there is one, is the first thing either does:
+        // once the exec'd sleep runs in the container's pid namespace
+        // (beside the init's), both runtimes are past it.
+        let init = rt.state(&id)["pid"].as_i64().unwrap();
+        let pid_ns = fs::read_link(format!("/proc/{init}/ns/pid")).unwrap();
+        let sleeps_inside = || {
+            fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter(|p| {
+                    fs::read_link(p.path().join("ns/pid")).is_ok_and(|ns| ns == pid_ns)
+                        && fs::read_to_string(p.path().join("comm")).is_ok_and(|c| c == "sleep\n")
+                })
+                .count()
+        };
+        wait_until(|| sleeps_inside() == 2);
         let mut held = Vec::new();
         for pid in [run.id(), exec.id()] {
-            let target = fs::read_link(format!("/proc/{pid}/exe")).unwrap();
-            assert_ne!(
-                target, binary,
-                "{who:?}: the runtime runs from the host binary"
+            assert_eq!(
+                is_host_binary(pid),
+                !case.copied,
+                "{who}: whether pid {pid} runs from the binary itself"
             );
-            held.push((target, held_exe(pid).expect("open /proc/<pid>/exe")));
+            held.push(held_exe(pid).expect("open /proc/<pid>/exe"));
         }
         rt.run(["kill", &id, "KILL"]);
         assert_eq!(run.wait().unwrap().code(), Some(137));
         let _ = exec.wait();
-        use std::os::unix::fs::MetadataExt;
-        let host = fs::metadata(&binary).unwrap();
-        for (target, fd) in held {
-            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-            let meta = fs::metadata(&path).unwrap();
+        for &ids in &case.writers {
+            let control = scratch.path().join(format!("control-{}", ids.0));
+            fs::write(&control, "").unwrap();
+            std::os::unix::fs::chown(&control, Some(ids.0), Some(ids.1)).unwrap();
+            let control = fs::File::open(&control).unwrap();
             assert!(
-                (meta.dev(), meta.ino()) != (host.dev(), host.ino()),
-                "{who:?}: {} is the host binary",
-                target.display()
+                write_as(&OwnedFd::from(control), ids),
+                "{who}: {ids:?} cannot write even its own file"
             );
-            // Not the host binary, so trying to write harms nothing.
-            use std::io::Write;
-            let wrote = fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|mut f| f.write_all(b"x"));
-            assert!(
-                wrote.is_err(),
-                "{who:?}: {} could be written",
-                target.display()
-            );
+            for fd in &held {
+                assert!(
+                    !write_as(fd, ids),
+                    "{who}: {ids:?} wrote the runtime's binary"
+                );
+            }
         }
+        assert_eq!(
+            fs::read(&case.bin).unwrap(),
+            fs::read(gpurun_bin()).unwrap()
+        );
         assert!(rt.leftovers().is_empty());
     }
 }

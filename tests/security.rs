@@ -188,14 +188,38 @@ fn no_freezer_cgroup_outlives_a_racing_delete() {
                     .unwrap()
             })
             .collect();
-        rt.run(["delete", "--force", &id]);
+        let deleted = rt.run(["delete", "--force", &id]);
         for mut k in killers {
             let _ = k.wait();
         }
         // A kill still running after the delete: wait it out.
         std::thread::sleep(Duration::from_millis(20));
         let left = cgroup_dirs(&format!("gpurun/{id}"));
-        assert!(left.is_empty(), "round {round}: left {left:?}");
+        let inside: Vec<String> = left
+            .iter()
+            .flat_map(|d| {
+                [
+                    "cgroup.procs",
+                    "cgroup.events",
+                    "cgroup.freeze",
+                    "freezer.state",
+                ]
+                .map(|f| d.join(f))
+            })
+            .filter_map(|f| {
+                Some(format!(
+                    "{}: {}",
+                    f.display(),
+                    std::fs::read_to_string(&f).ok()?.trim()
+                ))
+            })
+            .collect();
+        assert!(
+            left.is_empty(),
+            "round {round}: left {left:?} ({inside:?}); delete exited {:?}: {}",
+            deleted.code,
+            deleted.stderr
+        );
     }
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
 }
@@ -259,4 +283,53 @@ fn exec_d_processes_get_the_containers_seccomp_filter() {
     let out = rt.run(["exec", "--process", process.to_str().unwrap(), &id]);
     assert_eq!(out.stdout, "Seccomp:\t2\nrefused\n", "{}", out.stderr);
     rt.run(["delete", "--force", &id]).ok();
+}
+
+/// A container whose init has exited keeps its pid in the state file; the
+/// kernel may give that pid to any process. runc records the init's start
+/// time and treats a pid with another start time as gone; gpurun signalled
+/// whatever held the pid. The state here names a host process that is not
+/// the container's (as a reused pid would): kill and delete leave it alive.
+#[test]
+fn a_reused_pid_is_not_signalled() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique("reuse");
+    rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .ok();
+    // Start times count clock ticks (10 ms): a reused pid is never as
+    // young as the init that had it, and the outsider must not be either.
+    std::thread::sleep(Duration::from_millis(30));
+    let mut outsider = Command::new("sleep").arg("300").spawn().unwrap();
+    let state_file = rt.root.join(&id).join("state.json");
+    let mut state: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&state_file).unwrap()).unwrap();
+    assert!(
+        state["initProcessStart"].is_u64(),
+        "the init's start time is recorded: {state}"
+    );
+    let init = state["pid"].as_i64().unwrap() as i32;
+    state["pid"] = json!(outsider.id());
+    fs::write(&state_file, state.to_string()).unwrap();
+
+    assert_eq!(rt.state(&id)["status"], "stopped");
+    let kill = rt.run(["kill", &id, "KILL"]);
+    assert_ne!(kill.code, 0);
+    assert!(
+        kill.stderr.contains("container not running"),
+        "{}",
+        kill.stderr
+    );
+    rt.run(["delete", "--force", &id]).ok();
+    assert!(
+        outsider.try_wait().unwrap().is_none(),
+        "the process holding the recorded pid was signalled"
+    );
+    outsider.kill().unwrap();
+    let _ = outsider.wait();
+    // The real init went with the container's cgroup.
+    assert!(!is_alive(init), "the container's own init outlived delete");
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
 }

@@ -143,6 +143,8 @@ pub enum As {
 pub struct Runtime {
     pub root: PathBuf,
     pub who: As,
+    /// The gpurun binary run: the build's unless a test chose a copy.
+    pub bin: PathBuf,
     _scratch: Scratch,
 }
 
@@ -160,6 +162,7 @@ impl Runtime {
         Runtime {
             root,
             who,
+            bin: gpurun_bin(),
             _scratch: scratch,
         }
     }
@@ -169,7 +172,7 @@ impl Runtime {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = Command::new(gpurun_bin());
+        let mut cmd = Command::new(&self.bin);
         cmd.arg("--root").arg(&self.root).args(args);
         if let As::User(user) = &self.who {
             user.apply(&mut cmd);

@@ -97,6 +97,12 @@ impl Container {
 
     pub fn set_pid(&mut self, pid: i32) -> &mut Self {
         self.state.pid = Some(pid);
+        // gpurun patch: the start time tells this init from a later
+        // process that the kernel gives the same pid.
+        self.state.init_process_start = Process::new(pid)
+            .and_then(|p| p.stat())
+            .map(|stat| stat.starttime)
+            .ok();
         self
     }
 
@@ -175,14 +181,22 @@ impl Container {
 
     pub fn refresh_status(&mut self) -> Result<(), LibcontainerError> {
         let new_status = match self.pid() {
-            Some(pid) => {
-                // Note that Process::new does not spawn a new process
-                // but instead creates a new Process structure, and fill
-                // it with information about the process with given pid
-                if let Ok(proc) = Process::new(pid.as_raw()) {
+            // gpurun patch: a process that exits between the lookup and
+            // the read of its stat is stopped, not an error (a `delete`
+            // racing a `kill --all` failed and left the cgroup), and a pid
+            // with another start time was reused: the init is gone.
+            Some(pid) => match Process::new(pid.as_raw()).and_then(|p| p.stat()) {
+                Ok(stat)
+                    if self
+                        .state
+                        .init_process_start
+                        .is_some_and(|start| start != stat.starttime) =>
+                {
+                    ContainerStatus::Stopped
+                }
+                Ok(stat) => {
                     use procfs::process::ProcState;
-
-                    match proc.stat()?.state()? {
+                    match stat.state()? {
                         ProcState::Zombie | ProcState::Dead => ContainerStatus::Stopped,
                         _ => match self.status() {
                             ContainerStatus::Creating
@@ -191,10 +205,9 @@ impl Container {
                             _ => ContainerStatus::Running,
                         },
                     }
-                } else {
-                    ContainerStatus::Stopped
                 }
-            }
+                Err(_) => ContainerStatus::Stopped,
+            },
             None => ContainerStatus::Stopped,
         };
 

@@ -132,6 +132,11 @@ pub struct State {
     /// create this group and MUST remove it when the container is deleted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub intel_rdt_monitoring_dir: Option<PathBuf>,
+    /// The init's start time in clock ticks after boot (/proc/PID/stat
+    /// field 22), as runc keeps it (gpurun patch): a pid the kernel has
+    /// given to another process since is not the container's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_process_start: Option<u64>,
 }
 
 impl State {
@@ -156,6 +161,7 @@ impl State {
             clean_up_intel_rdt_subdirectory: None,
             intel_rdt_dir: None,
             intel_rdt_monitoring_dir: None,
+            init_process_start: None,
         }
     }
 
