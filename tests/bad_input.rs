@@ -190,7 +190,7 @@ fn cgroup_paths_that_are_not_the_containers_own_are_refused() {
         ("/a/../..".to_owned(), "climbs"),
     ];
     if let Some(path) = occupied {
-        cases.push((path, "already holds processes"));
+        cases.push((path, "container's cgroup is not empty"));
     }
     for (path, want) in cases {
         bundle.edit(|c| c["linux"]["cgroupsPath"] = path.clone().into());

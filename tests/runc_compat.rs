@@ -162,7 +162,12 @@ fn a_frozen_cgroup_is_refused_not_waited_on() {
     let _ = fs::remove_dir(&dir);
     assert!(start.elapsed() < Duration::from_secs(10));
     assert_eq!(out.code, 1, "{}", out.stderr);
-    assert!(out.stderr.contains("is frozen"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("container's cgroup unexpectedly frozen"),
+        "{}",
+        out.stderr
+    );
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
 }
 
@@ -970,4 +975,62 @@ fn exec_process_files_and_created_containers_as_in_runc() {
         }
         runtime(&["delete", "--force", &id]).ok();
     }
+}
+
+/// A process running as a uid other than 0 owns its stdio as runc leaves
+/// it (runc's fixStdioPermissions): the engine's pipes and its terminal
+/// are given to the process's uid, /dev/null is left alone. Without it a
+/// `docker run -it -u 1000` process could not open its own tty by path.
+#[test]
+fn a_non_root_process_owns_its_stdio_and_its_terminal() {
+    require_root!();
+    let script = "stat -L -c %u /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2";
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["sh", "-c", script]);
+        bundle.edit(|c| c["process"]["user"] = json!({"uid": 1000, "gid": 1000}));
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        let out = runtime_cmd(
+            &program,
+            &root,
+            &["run", "--bundle", &dir, &unique("stdio")],
+        );
+        assert_eq!(out.code, 0, "{program:?}: {}", out.stderr);
+        // stdout and stderr are the caller's files (runc: its pipes): the
+        // user's now. stdin is /dev/null (run_cmd), which both leave alone;
+        // a foreground runc puts a pipe of its own in front of it.
+        let owners: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(owners[1..], ["1000", "1000"], "{program:?}");
+        if program == gpurun_bin() {
+            assert_eq!(owners[0], "0", "/dev/null was given away");
+        }
+    }
+
+    // The terminal: gpurun relays a foreground one itself (runc would need
+    // its own stdin to be a tty).
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.edit(|c| {
+        c["process"]["terminal"] = json!(true);
+        c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+    });
+    bundle.set_args(&[
+        "sh",
+        "-c",
+        "t=$(tty); stat -c '%u %a' $t; echo written > $t && echo opened-by-path",
+    ]);
+    let out = rt.run([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("tty"),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out
+        .stdout
+        .lines()
+        .map(|l| l.trim_end_matches('\r'))
+        .collect();
+    assert_eq!(lines[0], "1000 620", "{}", out.stdout);
+    assert!(lines.contains(&"opened-by-path"), "{}", out.stdout);
 }

@@ -50,17 +50,24 @@ pub fn choose(spec_path: Option<&Path>, id: &str, systemd: bool) -> Result<PathB
 }
 
 /// A cgroup that already holds processes (libcontainer would kill them
-/// with the container) or is frozen (the container would never run).
+/// with the container) or is frozen (the container would never run). The
+/// messages start with runc's words, which engines and users search for.
 fn refuse_unusable(path: &Path, text: &str) -> Result<()> {
-    if let Some(holder) = occupied(path) {
+    // Most containers get a new cgroup: one stat per hierarchy, then only
+    // the directories that exist are read.
+    let existing: Vec<PathBuf> = hierarchy_dirs(path)
+        .into_iter()
+        .filter(|d| d.is_dir())
+        .collect();
+    if let Some((holder, count)) = occupied(&existing) {
         bail!(
-            "linux.cgroupsPath {text:?} already holds processes ({}): give the container a cgroup of its own",
+            "container's cgroup is not empty: {count} process(es) found in {}: linux.cgroupsPath {text:?} must be a cgroup of the container's own (gpurun would kill them with it)",
             holder.display()
         );
     }
-    if let Some(frozen) = frozen(path) {
+    if let Some(frozen) = frozen(&existing) {
         bail!(
-            "linux.cgroupsPath {text:?} is frozen ({}): a container started in it would never run; thaw it or give the container another cgroup",
+            "container's cgroup unexpectedly frozen: {} (linux.cgroupsPath {text:?}): thaw it or give the container another cgroup",
             frozen.display()
         );
     }
@@ -83,24 +90,26 @@ fn hierarchy_dirs(path: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The first cgroup directory for `path` (v2, or any v1 controller) whose
-/// `cgroup.procs` is not empty.
-fn occupied(path: &Path) -> Option<PathBuf> {
-    hierarchy_dirs(path).into_iter().find(|dir| {
-        fs::read_to_string(dir.join("cgroup.procs"))
-            .map(|procs| !procs.trim().is_empty())
-            .unwrap_or(false)
+/// The first of `dirs` whose `cgroup.procs` is not empty, with its
+/// number of processes.
+fn occupied(dirs: &[PathBuf]) -> Option<(PathBuf, usize)> {
+    dirs.iter().find_map(|dir| {
+        let procs = fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+        let count = procs.lines().filter(|l| !l.trim().is_empty()).count();
+        (count > 0).then(|| (dir.clone(), count))
     })
 }
 
-/// The first cgroup directory for `path` that is frozen: v1's
-/// `freezer.state` (FROZEN or FREEZING) or v2's `cgroup.freeze`.
-fn frozen(path: &Path) -> Option<PathBuf> {
-    hierarchy_dirs(path).into_iter().find(|dir| {
-        let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap_or_default();
-        matches!(read("freezer.state").trim(), "FROZEN" | "FREEZING")
-            || read("cgroup.freeze").trim() == "1"
-    })
+/// The first of `dirs` that is frozen: v1's `freezer.state` (FROZEN or
+/// FREEZING) or v2's `cgroup.freeze`.
+fn frozen(dirs: &[PathBuf]) -> Option<PathBuf> {
+    dirs.iter()
+        .find(|dir| {
+            let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap_or_default();
+            matches!(read("freezer.state").trim(), "FROZEN" | "FREEZING")
+                || read("cgroup.freeze").trim() == "1"
+        })
+        .cloned()
 }
 
 /// The cgroup directories of `sub` below the container's `cgroup` (for
@@ -267,7 +276,7 @@ mod tests {
             .map(str::to_owned);
         if let Some(path) = path {
             let err = choose(Some(Path::new(&path)), "c1", false).unwrap_err();
-            assert!(err.to_string().contains("already holds processes"), "{err}");
+            assert!(err.to_string().contains("cgroup is not empty"), "{err}");
         }
     }
 

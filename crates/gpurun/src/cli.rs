@@ -293,10 +293,22 @@ impl Command {
         }
     }
 
-    pub fn enters_container(&self) -> bool {
-        matches!(
-            self,
-            Command::Create(_) | Command::Run(_) | Command::Exec(_)
-        )
+    /// The commands whose processes enter a container, and so must run
+    /// from a binary the container cannot write (`seal`).
+    pub const ENTERING_CONTAINERS: [&'static str; 3] = ["create", "run", "exec"];
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_commands_that_enter_containers_exist() {
+        let cli = Cli::command();
+        for name in Command::ENTERING_CONTAINERS {
+            assert!(cli.find_subcommand(name).is_some(), "{name}");
+        }
     }
 }

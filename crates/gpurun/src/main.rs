@@ -37,6 +37,19 @@ pub struct Ctx {
 fn main() {
     refuse_to_run_as_a_hook();
     print_version_if_asked();
+    // The protected re-exec comes before anything else is done, so that
+    // the command line is parsed once, in the protected process. Any
+    // argument naming a command that enters a container counts: a false
+    // match (a container called "run") costs one re-exec, nothing more.
+    if std::env::args_os()
+        .skip(1)
+        .any(|a| cli::Command::ENTERING_CONTAINERS.iter().any(|c| a == *c))
+    {
+        if let Err(e) = seal::ensure_sealed() {
+            eprintln!("gpurun: {e:#}");
+            std::process::exit(1);
+        }
+    }
     let command = Cli::command();
     let mut argv = std::env::args_os();
     let program = argv.next().unwrap_or_else(|| "gpurun".into());
@@ -47,12 +60,6 @@ fn main() {
     if cli.command.only_reports() {
         // SAFETY: restoring a default disposition, before any thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    }
-    if cli.command.enters_container() {
-        if let Err(e) = seal::ensure_sealed() {
-            eprintln!("gpurun: {e:#}");
-            std::process::exit(1);
-        }
     }
     let target = match logging::init(&cli.global) {
         Ok(target) => target,

@@ -311,6 +311,8 @@ pub fn container_init_process(
         }
     };
 
+    fix_stdio_permissions(ctx.process.user().uid())?;
+
     set_supplementary_gids(
         ctx.process.user(),
         &args.user_ns_config,
@@ -857,6 +859,33 @@ fn do_pivot_root(
 //
 // Privileged user starting a normal container: Just add the supplementary groups.
 //
+/// gpurun patch, runc's `fixStdioPermissions`: the process's stdio (its
+/// terminal, or the engine's pipes) was made outside the container and is
+/// owned by root; a process running as another uid could not open its own
+/// tty by path (`docker run -it -u 1000`). Each of fds 0-2 that is not
+/// /dev/null and not already the user's is given to the user, keeping its
+/// group. Where the kernel refuses (an unmapped owner or group, a
+/// read-only /dev), it is left as it is, as runc leaves it.
+fn fix_stdio_permissions(uid: u32) -> Result<()> {
+    use nix::sys::stat::{fstat, stat};
+    let null = stat("/dev/null").map_err(InitProcessError::NixOther)?;
+    for fd in 0..3 {
+        let Ok(st) = fstat(fd) else { continue };
+        if st.st_uid == uid || st.st_rdev == null.st_rdev {
+            continue;
+        }
+        match unistd::fchown(
+            fd,
+            Some(Uid::from_raw(uid)),
+            Some(Gid::from_raw(st.st_gid)),
+        ) {
+            Ok(()) | Err(nix::Error::EINVAL | nix::Error::EPERM | nix::Error::EROFS) => {}
+            Err(e) => return Err(InitProcessError::NixOther(e)),
+        }
+    }
+    Ok(())
+}
+
 fn set_supplementary_gids(
     user: &User,
     user_ns_config: &Option<UserNamespaceConfig>,
