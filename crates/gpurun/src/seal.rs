@@ -338,13 +338,13 @@ pub fn container_could_write(exe: &File, path: &Path, ids: &ContainerIds) -> Opt
             return Some(format!("cannot stat {}", dir.display()));
         };
         let perms = Perms::from(&meta);
-        let sticky_shields_child =
-            perms.mode & libc::S_ISVTX != 0 && !ContainerIds::holds(&ids.uids, child.uid);
-        match writable_by(perms, ids) {
-            Some(why) if !(sticky_shields_child && !ContainerIds::holds(&ids.uids, perms.uid)) => {
-                return Some(format!("{}: {why}", dir.display()));
-            }
-            _ => {}
+        // A sticky directory that is not ours lets nobody of ours replace
+        // an entry that is not ours either.
+        let sticky_shields_child = perms.mode & libc::S_ISVTX != 0
+            && !ContainerIds::holds(&ids.uids, child.uid)
+            && !ContainerIds::holds(&ids.uids, perms.uid);
+        if let Some(why) = writable_by(perms, ids).filter(|_| !sticky_shields_child) {
+            return Some(format!("{}: {why}", dir.display()));
         }
         if has_acl(dir) {
             return Some(format!("{} has an ACL", dir.display()));
@@ -401,6 +401,45 @@ mod tests {
         assert!(writable_by(perms(100_001, 0, 0o100555), &ids()).is_some());
         assert!(writable_by(perms(165_535, 0, 0o100555), &ids()).is_some());
         assert_eq!(writable_by(perms(165_536, 0, 0o100755), &ids()), None);
+    }
+
+    /// Files made here belong to whoever runs the test; the ids of a
+    /// container that is not theirs are far away from any real one.
+    fn far_ids() -> ContainerIds {
+        ContainerIds {
+            uids: vec![(4_000_000_000, 4_000_065_535)],
+            gids: vec![(4_000_000_000, 4_000_065_535)],
+        }
+    }
+
+    #[test]
+    fn a_sticky_world_writable_directory_shields_entries_not_ours() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("seal-test-{}", std::process::id()));
+        let open_dir = base.join("open");
+        let sticky_dir = base.join("sticky");
+        for (dir, mode) in [(&base, 0o755), (&open_dir, 0o777), (&sticky_dir, 0o1777)] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let verdict = |dir: &Path| {
+            let bin = dir.join("bin");
+            std::fs::write(&bin, b"").unwrap();
+            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+            container_could_write(&File::open(&bin).unwrap(), &bin, &far_ids())
+        };
+        let sticky = verdict(&sticky_dir);
+        let open = verdict(&open_dir);
+        let _ = std::fs::remove_dir_all(&base);
+        // Whatever is above temp_dir is the host's; only our two differ.
+        if std::env::temp_dir().ancestors().all(|d| {
+            std::fs::metadata(d).is_ok_and(|m| {
+                m.permissions().mode() & 0o002 == 0 || m.permissions().mode() & 0o1000 != 0
+            })
+        }) {
+            assert_eq!(sticky, None);
+        }
+        assert!(open.is_some_and(|why| why.contains("writable by everyone")));
     }
 
     #[test]
