@@ -1034,3 +1034,72 @@ fn a_non_root_process_owns_its_stdio_and_its_terminal() {
     assert_eq!(lines[0], "1000 620", "{}", out.stdout);
     assert!(lines.contains(&"opened-by-path"), "{}", out.stdout);
 }
+
+/// exec's own failures exit 255 and say "exec failed" with runc's words,
+/// under both runtimes: no such container, no such program, a pid file in
+/// a missing directory, a paused container, a stopped one. (The exec'd
+/// process's own exit codes pass through unchanged.)
+#[test]
+fn exec_failures_exit_255_with_runcs_words() {
+    require_root!();
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["sleep", "300"]);
+        let id = unique("execfail");
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        runtime_cmd(&program, &root, &["run", "-d", "--bundle", &dir, &id]).ok();
+        let cases: [(&[&str], &str); 4] = [
+            (&["exec", "no-such-container", "true"], "does not exist"),
+            (
+                &["exec", &id, "/no/such/program"],
+                "no such file or directory",
+            ),
+            (&["exec", "--pid-file", "/no/such/dir/pid", &id, "true"], ""),
+            (&["exec", &id, "sh", "-c", "exit 7"], ""),
+        ];
+        for (args, words) in cases {
+            let out = runtime_cmd(&program, &root, args);
+            let expected = if args.contains(&"exit 7") { 7 } else { 255 };
+            assert_eq!(out.code, expected, "{program:?} {args:?}: {}", out.stderr);
+            if expected == 255 {
+                assert!(
+                    out.stderr.contains("exec failed"),
+                    "{program:?} {args:?}: {}",
+                    out.stderr
+                );
+                assert!(
+                    out.stderr.contains(words),
+                    "{program:?} {args:?}: {}",
+                    out.stderr
+                );
+            }
+        }
+        runtime_cmd(&program, &root, &["pause", &id]).ok();
+        let out = runtime_cmd(&program, &root, &["exec", &id, "true"]);
+        assert_eq!(out.code, 255, "{program:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("cannot exec in a paused container"),
+            "{program:?}: {}",
+            out.stderr
+        );
+        runtime_cmd(&program, &root, &["resume", &id]).ok();
+        runtime_cmd(&program, &root, &["kill", &id, "KILL"]).ok();
+        for _ in 0..500 {
+            if runtime_cmd(&program, &root, &["state", &id])
+                .stdout
+                .contains("stopped")
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = runtime_cmd(&program, &root, &["exec", &id, "true"]);
+        assert_eq!(out.code, 255, "{program:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("cannot exec in a stopped container"),
+            "{program:?}: {}",
+            out.stderr
+        );
+        runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
+    }
+}

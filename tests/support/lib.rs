@@ -615,12 +615,14 @@ impl Bundle {
     }
 }
 
-/// Runs `create` and checks the failure is clean: exit 1, one stderr line
-/// containing `want`, no state, no cgroup, no mount.
+/// Runs `create` and checks the failure is clean: exit 1 (255 for `exec`,
+/// as runc), one stderr line containing `want`, no state, no cgroup, no
+/// mount.
 pub fn assert_clean_failure(rt: &Runtime, args: &[&str], id: &str, want: &str) {
     let out = rt.run(args);
+    let code = if args.first() == Some(&"exec") { 255 } else { 1 };
     assert_eq!(
-        out.code, 1,
+        out.code, code,
         "{args:?}: stdout {} stderr {}",
         out.stdout, out.stderr
     );

@@ -28,6 +28,28 @@ use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, GlobalFlags};
 
+/// A command's own failure where runc exits with another code than 1 and
+/// says what failed first (the error's outermost context).
+#[derive(Debug)]
+pub struct Failure {
+    pub exit_code: i32,
+    pub what: &'static str,
+}
+
+impl Failure {
+    /// runc's `exec failed: ...`, exit 255.
+    pub const EXEC: Failure = Failure {
+        exit_code: 255,
+        what: "exec failed",
+    };
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.what)
+    }
+}
+
 /// What every command gets: the parsed global flags and the state root.
 pub struct Ctx {
     pub global: GlobalFlags,
@@ -90,7 +112,7 @@ fn main() {
             if target.to_file {
                 eprintln!("gpurun: {message}");
             }
-            1
+            e.downcast_ref::<Failure>().map_or(1, |f| f.exit_code)
         }
     };
     std::process::exit(code);

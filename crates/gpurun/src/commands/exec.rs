@@ -10,14 +10,19 @@ use crate::terminal::ConsoleSocket;
 use crate::{containers, Ctx};
 
 /// Runs a process in a running container; returns its exit code unless
-/// --detach.
+/// --detach. exec's own failures exit 255 and start with "exec failed", as
+/// runc's do: engines tell them from the process's own exit codes so.
 pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
+    exec_in(ctx, args).map_err(|e| e.context(crate::Failure::EXEC))
+}
+
+fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {
     let id = &args.container_id;
     let container = containers::load(&ctx.root, id)?;
     let paused = container.status() == ContainerStatus::Paused;
     if paused && !args.ignore_paused {
         anyhow::bail!(
-            "container {id:?} is paused: resume it, or exec with --ignore-paused (the process then waits until it is resumed)"
+            "cannot exec in a paused container: {id:?} is paused; resume it, or exec with --ignore-paused (the process then waits until it is resumed)"
         );
     }
     // runc refuses only stopped and paused containers: a created one,
@@ -25,8 +30,8 @@ pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
     let created = container.status() == ContainerStatus::Created;
     if !(container.can_exec() || created || paused && args.ignore_paused) {
         anyhow::bail!(
-            "container {id:?} is {}: exec needs a created or running container",
-            container.status()
+            "cannot exec in a {} container: {id:?} must be created or running",
+            container.status().to_string().to_lowercase()
         );
     }
     if let Some(pid_file) = &args.pid_file {
