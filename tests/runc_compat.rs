@@ -1103,3 +1103,114 @@ fn exec_failures_exit_255_with_runcs_words() {
         runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
     }
 }
+
+/// seccomp notify failures reach the user in runc's words, under both
+/// runtimes: SCMP_ACT_NOTIFY on `write` (the agent could never be told),
+/// and an agent socket nobody listens on (with its path).
+#[test]
+fn seccomp_notify_errors_say_what_failed() {
+    require_root!();
+    let socket = Scratch::new("agent");
+    let path = socket.path().join("agent.sock");
+    let cases = [
+        (
+            "write",
+            "SCMP_ACT_NOTIFY cannot be used for the write syscall",
+        ),
+        (
+            "mkdir",
+            "failed to connect with seccomp agent specified in the seccomp profile",
+        ),
+    ];
+    for (program, root) in each_runtime() {
+        for (syscall, words) in &cases {
+            let bundle = Bundle::busybox();
+            bundle.set_args(&["true"]);
+            bundle.edit(|c| {
+                c["linux"]["seccomp"] = json!({
+                    "defaultAction": "SCMP_ACT_ALLOW",
+                    "listenerPath": path,
+                    "syscalls": [{"names": [syscall], "action": "SCMP_ACT_NOTIFY"}],
+                })
+            });
+            let dir = bundle.dir.to_str().unwrap().to_owned();
+            let out = runtime_cmd(
+                &program,
+                &root,
+                &["run", "--bundle", &dir, &unique("notify")],
+            );
+            assert_eq!(out.code, 1, "{program:?} {syscall}: {}", out.stderr);
+            assert!(
+                out.stderr.contains(words),
+                "{program:?} {syscall}: {}",
+                out.stderr
+            );
+            if *syscall == "mkdir" {
+                assert!(
+                    out.stderr.contains(path.to_str().unwrap()),
+                    "{program:?}: {}",
+                    out.stderr
+                );
+            }
+        }
+        assert!(fs::read_dir(root.path()).map_or(true, |d| d.count() == 0));
+    }
+}
+
+/// `list` prints runc's table (its columns, OWNER included, laid out as
+/// runc's tabwriter does) and lists a stopped container with pid 0, in the
+/// table and in JSON.
+#[test]
+fn list_matches_runcs_table_and_pids() {
+    require_root!();
+    let mut tables = Vec::new();
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["true"]);
+        let id = "list-compat";
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        runtime_cmd(&program, &root, &["create", "--bundle", &dir, id]).ok();
+        runtime_cmd(&program, &root, &["start", id]).ok();
+        for _ in 0..500 {
+            if runtime_cmd(&program, &root, &["state", id])
+                .stdout
+                .contains("stopped")
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let table = runtime_cmd(&program, &root, &["list"]);
+        let json = runtime_cmd(&program, &root, &["list", "-f", "json"]);
+        runtime_cmd(&program, &root, &["delete", id]).ok();
+        let listed: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+        assert_eq!(listed[0]["pid"], 0, "{program:?}: {}", json.stdout);
+        // The bundle paths and times differ; the layout and the rest must not.
+        let masked: Vec<Vec<String>> = table
+            .stdout
+            .lines()
+            .map(|l| {
+                l.split_whitespace()
+                    .enumerate()
+                    .map(|(i, f)| {
+                        if i == 3 || i == 4 {
+                            "*".into()
+                        } else {
+                            f.to_owned()
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        // Where the columns before the bundle start (after it, they move
+        // with the bundle path's length).
+        let header = table.stdout.lines().next().unwrap().to_owned();
+        let header_end: Vec<Option<usize>> = ["PID", "STATUS", "BUNDLE"]
+            .iter()
+            .map(|c| header.find(c))
+            .collect();
+        tables.push((masked, header_end, table.stdout.clone()));
+    }
+    assert_eq!(tables[0].0, tables[1].0, "{}\n{}", tables[0].2, tables[1].2);
+    assert_eq!(tables[0].1, tables[1].1, "{}\n{}", tables[0].2, tables[1].2);
+}

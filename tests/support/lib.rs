@@ -620,7 +620,11 @@ impl Bundle {
 /// mount.
 pub fn assert_clean_failure(rt: &Runtime, args: &[&str], id: &str, want: &str) {
     let out = rt.run(args);
-    let code = if args.first() == Some(&"exec") { 255 } else { 1 };
+    let code = if args.first() == Some(&"exec") {
+        255
+    } else {
+        1
+    };
     assert_eq!(
         out.code, code,
         "{args:?}: stdout {} stderr {}",

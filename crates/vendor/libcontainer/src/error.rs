@@ -148,8 +148,13 @@ pub enum ErrInvalidSpec {
     TimeOffsetsWithPath,
 }
 
+/// gpurun patch: the run error is the source, so the causes below it (a
+/// seccomp agent's path and errno) reach the user's one line.
 #[derive(Debug, thiserror::Error)]
-pub struct CreateContainerError(Box<LibcontainerError>, Option<Box<LibcontainerError>>);
+pub struct CreateContainerError(
+    #[source] Box<LibcontainerError>,
+    Option<Box<LibcontainerError>>,
+);
 
 impl CreateContainerError {
     pub(crate) fn new(

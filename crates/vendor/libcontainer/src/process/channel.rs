@@ -221,6 +221,11 @@ impl MainReceiver {
         })?;
 
         match msg {
+            // gpurun patch: the init failed before it had a filter to
+            // send (a profile it refused): its own error, not "unexpected".
+            Message::ExecFailed(err) => Err(ChannelError::ExecError(format!(
+                "error in executing process : {err}"
+            ))),
             Message::SeccompNotify => {
                 let fd = match fds {
                     Some(fds) => {

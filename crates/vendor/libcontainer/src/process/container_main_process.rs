@@ -312,7 +312,14 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
                 &state,
                 &mut init_sender,
                 &mut init_main_receiver,
-            )?;
+            )
+            .map_err(|err| match err {
+                // gpurun patch: the init's own failure is reported as such.
+                crate::process::seccomp_listener::SeccompListenerError::ChannelError(
+                    e @ channel::ChannelError::ExecError(_),
+                ) => ProcessError::Channel(e),
+                other => ProcessError::SeccompListener(other),
+            })?;
         }
     }
 
