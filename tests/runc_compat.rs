@@ -1214,3 +1214,50 @@ fn list_matches_runcs_table_and_pids() {
     assert_eq!(tables[0].0, tables[1].0, "{}\n{}", tables[0].2, tables[1].2);
     assert_eq!(tables[0].1, tables[1].1, "{}\n{}", tables[0].2, tables[1].2);
 }
+
+/// cgroup v1 leftovers of runc's reading of a config: a device rule's
+/// access keeps only r, w and m (the kernel refuses "rwa"; runc ignores the
+/// `a`), and `linux.resources.unified` on a v1 or hybrid host is refused in
+/// runc's words rather than dropped.
+#[test]
+fn v1_device_access_and_unified_as_runc_reads_them() {
+    require_root!();
+    let unified_host = fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.contains(" /sys/fs/cgroup ") && l.contains(" - cgroup2 "));
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["sh", "-c", "head -c 0 /dev/null && echo read"]);
+        bundle.edit(|c| {
+            c["linux"]["resources"]["devices"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwa"}))
+        });
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        let out = runtime_cmd(&program, &root, &["run", "--bundle", &dir, &unique("rwa")]);
+        assert_eq!(out.code, 0, "{program:?}: {}", out.stderr);
+        assert_eq!(out.stdout.trim(), "read", "{program:?}");
+
+        if unified_host {
+            continue;
+        }
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["true"]);
+        bundle.edit(|c| c["linux"]["resources"]["unified"] = json!({"memory.max": "100000000"}));
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        let out = runtime_cmd(
+            &program,
+            &root,
+            &["run", "--bundle", &dir, &unique("unified")],
+        );
+        assert_eq!(out.code, 1, "{program:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("cannot use unified on cgroup v1"),
+            "{program:?}: {}",
+            out.stderr
+        );
+        assert!(fs::read_dir(root.path()).map_or(true, |d| d.count() == 0));
+    }
+}

@@ -120,6 +120,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         bail!("config.json has no \"linux\" section: gpurun runs Linux containers only");
     }
     crate::validate::normalize_rootfs_propagation(&mut spec);
+    crate::validate::normalize_device_access(&mut spec);
     crate::validate::check(&spec)?;
 
     // The lock: exactly one create of this id gets past here.

@@ -27,8 +27,35 @@ pub fn normalize_rootfs_propagation(spec: &mut Spec) {
     }
 }
 
+/// runc reads a device rule's access as the set of the letters r, w and m
+/// it holds and ignores any other (the cgroup v1 kernel refuses "rwa"
+/// outright, and failed the create). A rule that grants or denies none of
+/// them changes nothing and is left out.
+pub fn normalize_device_access(spec: &mut Spec) {
+    let Some(devices) = spec
+        .linux_mut()
+        .as_mut()
+        .and_then(|l| l.resources_mut().as_mut())
+        .and_then(|r| r.devices_mut().as_mut())
+    else {
+        return;
+    };
+    devices.retain_mut(|rule| {
+        let Some(access) = rule.access().as_deref() else {
+            return true;
+        };
+        let kept: String = "rwm".chars().filter(|c| access.contains(*c)).collect();
+        if kept.is_empty() {
+            return false;
+        }
+        rule.set_access(Some(kept));
+        true
+    });
+}
+
 pub fn check(spec: &Spec) -> Result<()> {
     check_kernel(&libcontainer::utils::kernel_release())?;
+    check_unified_resources(spec, is_unified_cgroup_host())?;
     check_cwd(spec)?;
     check_user(spec)?;
     check_rlimits(spec)?;
@@ -242,6 +269,29 @@ fn check_hooks(spec: &Spec) -> Result<()> {
 
 /// A namespace type listed twice is ambiguous: which one would the
 /// container get?
+/// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy.
+fn is_unified_cgroup_host() -> bool {
+    nix::sys::statfs::statfs("/sys/fs/cgroup")
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+}
+
+/// `linux.resources.unified` names cgroup v2 files: on a v1 or hybrid host
+/// runc refuses it (in these words) rather than drop it.
+fn check_unified_resources(spec: &Spec, unified_host: bool) -> Result<()> {
+    let unified = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.unified().as_ref())
+        .filter(|u| !u.is_empty());
+    if unified.is_some() && !unified_host {
+        bail!(
+            "invalid configuration: cannot use unified on cgroup v1: this host's /sys/fs/cgroup is v1 or hybrid; set the limits through linux.resources' v1 fields instead"
+        );
+    }
+    Ok(())
+}
+
 fn check_namespaces(spec: &Spec) -> Result<()> {
     let namespaces = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
     let mut seen = HashSet::new();
@@ -275,6 +325,50 @@ fn check_rootfs_propagation(spec: &Spec) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn spec_with_resources(resources: serde_json::Value) -> Spec {
+        let mut json = serde_json::to_value(Spec::default()).unwrap();
+        json["linux"]["resources"] = resources;
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn device_access_keeps_r_w_and_m_in_order() {
+        let mut spec = spec_with_resources(serde_json::json!({"devices": [
+            {"allow": true, "type": "c", "major": 1, "minor": 3, "access": "mwra"},
+            {"allow": true, "type": "c", "major": 1, "minor": 5, "access": "xyz"},
+            {"allow": false, "access": "rwm"},
+        ]}));
+        normalize_device_access(&mut spec);
+        let devices = spec
+            .linux()
+            .as_ref()
+            .unwrap()
+            .resources()
+            .as_ref()
+            .unwrap()
+            .devices();
+        let access: Vec<_> = devices
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|d| d.access().clone().unwrap_or_default())
+            .collect();
+        assert_eq!(access, ["rwm", "rwm"]);
+        assert_eq!(devices.as_ref().unwrap()[0].minor(), Some(3));
+    }
+
+    #[test]
+    fn unified_resources_need_a_unified_host() {
+        let spec = spec_with_resources(serde_json::json!({"unified": {"memory.max": "1"}}));
+        let err = check_unified_resources(&spec, false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot use unified on cgroup v1"), "{err}");
+        check_unified_resources(&spec, true).unwrap();
+        let empty = spec_with_resources(serde_json::json!({"unified": {}}));
+        check_unified_resources(&empty, false).unwrap();
+    }
 
     #[test]
     fn kernels_before_5_12_are_refused_by_name() {
