@@ -48,9 +48,17 @@ pub enum SeccompError {
     SetCtlNnp {
         source: libseccomp::error::SeccompError,
     },
+    #[error("failed to export the seccomp program")]
+    Export {
+        source: libseccomp::error::SeccompError,
+    },
+    #[error("failed to load the seccomp program")]
+    Load { source: std::io::Error },
 }
 
 type Result<T> = std::result::Result<T, SeccompError>;
+
+mod enosys;
 
 fn translate_arch(arch: Arch) -> ScmpArch {
     match arch {
@@ -311,6 +319,16 @@ pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
     // thread must have the CAP_SYS_ADMIN capability in its user namespace, or
     // the thread must already have the no_new_privs bit set.
     // Ref: https://man7.org/linux/man-pages/man2/seccomp.2.html
+    let limits = enosys_limits(seccomp);
+    if !limits.is_empty() {
+        // gpurun patch: runc's -ENOSYS stub in front of libseccomp's
+        // program, loaded as one filter (see enosys.rs).
+        let mut program = enosys::stub(&limits);
+        program.extend(enosys::parse(&exported_program(&ctx)?));
+        let fd = enosys::load(&program, filter_flags(seccomp))
+            .map_err(|err| SeccompError::Load { source: err })?;
+        return Ok(fd);
+    }
     ctx.load()
         .map_err(|err| SeccompError::LoadContext { source: err })?;
 
@@ -324,6 +342,105 @@ pub fn initialize_seccomp(seccomp: &LinuxSeccomp) -> Result<Option<io::RawFd>> {
     };
 
     Ok(fd)
+}
+
+/// For the ENOSYS stub: each covered arch's audit number with the highest
+/// syscall number the profile names for it. Empty (no stub) where the
+/// default action lets unknown syscalls through anyway, as runc decides.
+fn enosys_limits(seccomp: &LinuxSeccomp) -> Vec<(u32, u32)> {
+    if matches!(
+        seccomp.default_action(),
+        LinuxSeccompAction::ScmpActAllow
+            | LinuxSeccompAction::ScmpActLog
+            | LinuxSeccompAction::ScmpActTrace
+    ) {
+        return Vec::new();
+    }
+    let mut arches = vec![ScmpArch::native()];
+    arches.extend(
+        seccomp
+            .architectures()
+            .iter()
+            .flatten()
+            .map(|&a| translate_arch(a)),
+    );
+    let names: Vec<&String> = seccomp
+        .syscalls()
+        .iter()
+        .flatten()
+        .flat_map(|s| s.names())
+        .collect();
+    let mut limits: Vec<(u32, u32)> = Vec::new();
+    for arch in arches {
+        let audit = match arch {
+            ScmpArch::Native => continue,
+            ScmpArch::X8664 => enosys::AUDIT_ARCH_X86_64,
+            ScmpArch::X86 => enosys::AUDIT_ARCH_I386,
+            ScmpArch::Aarch64 => enosys::AUDIT_ARCH_AARCH64,
+            ScmpArch::Arm => enosys::AUDIT_ARCH_ARM,
+            ScmpArch::Ppc64Le => enosys::AUDIT_ARCH_PPC64LE,
+            ScmpArch::S390X => enosys::AUDIT_ARCH_S390X,
+            ScmpArch::Riscv64 => enosys::AUDIT_ARCH_RISCV64,
+            // x32 is judged by libseccomp's program; others are not covered.
+            _ => continue,
+        };
+        if limits.iter().any(|&(a, _)| a == audit) {
+            continue;
+        }
+        // Negative numbers are libseccomp's markers for a syscall the
+        // arch lacks.
+        let max = names
+            .iter()
+            .filter_map(|name| ScmpSyscall::from_name_by_arch(name, arch).ok())
+            .map(i32::from)
+            .filter(|&nr| nr >= 0)
+            .max();
+        if let Some(max) = max {
+            limits.push((audit, max as u32));
+        }
+    }
+    limits
+}
+
+/// libseccomp's program as it would load it, through a memfd (the
+/// in-memory export needs libseccomp 2.6).
+fn exported_program(ctx: &ScmpFilterContext) -> Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+    let load_error = |err: std::io::Error| SeccompError::Load { source: err };
+    let memfd = nix::sys::memfd::memfd_create(
+        c"gpurun-seccomp",
+        nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC,
+    )
+    .map_err(|e| load_error(e.into()))?;
+    let mut file = std::fs::File::from(memfd);
+    ctx.export_bpf(&file)
+        .map_err(|err| SeccompError::Export { source: err })?;
+    let mut bytes = Vec::new();
+    file.rewind().map_err(load_error)?;
+    file.read_to_end(&mut bytes).map_err(load_error)?;
+    Ok(bytes)
+}
+
+/// The SECCOMP_FILTER_FLAG_* that libseccomp's load would pass.
+fn filter_flags(seccomp: &LinuxSeccomp) -> libc::c_ulong {
+    let mut flags: libc::c_ulong = 0;
+    for flag in seccomp.flags().iter().flatten() {
+        flags |= match flag {
+            LinuxSeccompFilterFlag::SeccompFilterFlagTsync => libc::SECCOMP_FILTER_FLAG_TSYNC,
+            LinuxSeccompFilterFlag::SeccompFilterFlagLog => libc::SECCOMP_FILTER_FLAG_LOG,
+            LinuxSeccompFilterFlag::SeccompFilterFlagSpecAllow => {
+                libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW
+            }
+            LinuxSeccompFilterFlag::SeccompFilterFlagWaitKillableRecv => 1 << 5,
+        } as libc::c_ulong;
+    }
+    if is_notify(seccomp) {
+        flags |= libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as libc::c_ulong;
+        if flags & libc::SECCOMP_FILTER_FLAG_TSYNC as libc::c_ulong != 0 {
+            flags |= libc::SECCOMP_FILTER_FLAG_TSYNC_ESRCH as libc::c_ulong;
+        }
+    }
+    flags
 }
 
 pub fn is_notify(seccomp: &LinuxSeccomp) -> bool {
