@@ -633,3 +633,41 @@ fn doctor_verdicts_match_what_a_container_does() {
     );
     assert_eq!(out.code, 1, "{}", out.stderr);
 }
+
+/// Inside a Slurm job, `gpu plan` shows what the container gets: with
+/// NVIDIA_VISIBLE_DEVICES=all and GPU 1 allocated to the step, both the plan
+/// and the container have GPU 1 only. (The plan listed both GPUs while the
+/// container got one: plan and doctor did not apply the job's allocation.)
+#[test]
+fn gpu_plan_inside_a_slurm_job_is_what_the_container_gets() {
+    require_root!();
+    let job = [("SLURM_JOB_ID", "7"), ("SLURM_STEP_GPUS", "1")];
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(&["sh", "-c", GPU_SCRIPT], &["NVIDIA_VISIBLE_DEVICES=all"]);
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    let fixtures = GpuFixtures::get();
+
+    let args = fixtures.args(&["gpu", "plan", "--json", &dir]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plan = gpurun(&As::Root, &args, &job);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&plan.stdout).unwrap();
+    let planned: Vec<u64> = plan["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(planned, [1]);
+
+    let id = unique("slurmplan");
+    let args = fixtures.args(&["run", "--bundle", &dir, &id]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = gpurun(&As::Root, &args, &job);
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["/dev/nvidia1", "smi=9"],
+        "{}",
+        out.stderr
+    );
+}

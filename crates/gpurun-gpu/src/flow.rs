@@ -1,6 +1,7 @@
 //! The one path from a request to a plan. `run` (and `create`), `gpu plan`,
-//! `gpu verify` and `doctor` all take it, so what doctor or plan says about
-//! a container is what the container gets.
+//! `gpu verify`, `doctor` and the LXC hook all take it (`resolve`), a Slurm
+//! job's allocation included, so what doctor or plan says about a container
+//! is what the container gets.
 
 /// Where under the state root the driver's files are cached.
 pub const CACHE_DIR: &str = "@driver-cache";
@@ -9,10 +10,11 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::inventory::{self, Inventory, Source};
+use crate::inventory::{self, Gpu, Inventory, Source};
 use crate::plan::{self, Plan};
 use crate::request::Request;
 use crate::roots::Roots;
+use crate::slurm;
 
 /// The inventory a container is made from: procfs facts only, so no
 /// driver library is ever loaded into the runtime; the driver's files kept
@@ -21,15 +23,78 @@ pub fn inventory(roots: &Roots, cache_dir: Option<&Path>) -> Result<Inventory> {
     inventory::discover_cached(roots, Source::Procfs, cache_dir)
 }
 
-/// The plan for `request` on this host, for a container whose rootfs is
-/// `rootfs` (`None`: the plan's destinations are the usual ones).
-pub fn plan(
+/// A Slurm job's say in which GPUs a container gets.
+#[derive(Debug, Clone)]
+pub struct SlurmJob {
+    pub allocation: slurm::Allocation,
+    /// A container that asks for no GPU gets the job's (`gpurun run` of a
+    /// rootfs without --gpus); otherwise the request is only bounded.
+    pub gpus_by_default: bool,
+}
+
+impl SlurmJob {
+    /// The job this process runs in, from Slurm's environment; `None`
+    /// outside one.
+    pub fn from_env(gpus_by_default: bool) -> Result<Option<SlurmJob>> {
+        Ok(
+            slurm::from_env(|k| std::env::var(k).ok())?.map(|allocation| SlurmJob {
+                allocation,
+                gpus_by_default,
+            }),
+        )
+    }
+}
+
+/// Whether this process may open a GPU's node: under Slurm's device
+/// cgroup, the GPUs of other steps give EPERM.
+fn may_open(gpu: &Gpu) -> bool {
+    let Some(node) = &gpu.node else { return true };
+    match std::fs::File::open(&node.host_path) {
+        Err(e) => e.raw_os_error() != Some(libc::EPERM),
+        Ok(_) => true,
+    }
+}
+
+/// The request as the container gets it (a Slurm job's allocation
+/// applied) and, when it asks for a GPU, the inventory and plan, for a
+/// container whose rootfs is `rootfs` (`None`: the plan's destinations are
+/// the usual ones).
+pub fn resolve(
     roots: &Roots,
-    request: &Request,
+    mut request: Request,
+    job: Option<&SlurmJob>,
     rootfs: Option<&Path>,
     cache_dir: Option<&Path>,
-) -> Result<(Inventory, Plan)> {
-    let inv = inventory(roots, cache_dir)?;
-    let plan = plan::make(&inv, request, rootfs)?;
-    Ok((inv, plan))
+) -> Result<(Request, Option<(Inventory, Plan)>)> {
+    let mut found = None;
+    if let Some(job) = job.filter(|j| request.wants_gpu() || j.gpus_by_default) {
+        let inv = inventory(roots, cache_dir)?;
+        let allowed = job.allocation.gpu_indexes(&inv.gpus, may_open)?;
+        let selected: Vec<u32> = plan::select_gpus(&inv, &request.devices)?
+            .iter()
+            .map(|g| g.index)
+            .collect();
+        request.devices = slurm::constrain(
+            &request.devices,
+            !job.gpus_by_default,
+            &allowed,
+            &selected,
+            &job.allocation,
+        )?;
+        tracing::debug!(
+            "Slurm job {} ({}): GPUs {allowed:?} allocated",
+            job.allocation.job_id,
+            job.allocation.source
+        );
+        found = Some(inv);
+    }
+    if !request.wants_gpu() {
+        return Ok((request, None));
+    }
+    let inv = match found {
+        Some(inv) => inv,
+        None => inventory(roots, cache_dir)?,
+    };
+    let plan = plan::make(&inv, &request, rootfs)?;
+    Ok((request, Some((inv, plan))))
 }

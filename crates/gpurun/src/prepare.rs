@@ -14,7 +14,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use crate::cli::GlobalFlags;
 use crate::{cgroup_path, containers, gpu_roots, logging};
-use gpurun_gpu::{apply, flow, plan, request, slurm};
+use gpurun_gpu::{apply, flow, request};
 
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -190,51 +190,20 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
 /// is cloned, so a bad request fails with nothing to clean up.
 fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Path) -> Result<()> {
     logging::start_steps();
-    let mut req = request::from_spec(spec)?;
-    let mut inv = None;
-    if let Some(alloc) = slurm::from_env(|k| std::env::var(k).ok())? {
-        if req.wants_gpu() || opts.slurm_gpus_by_default {
-            let found = flow::inventory(
-                &gpu_roots::resolve(opts.global)?,
-                Some(&opts.root.join(flow::CACHE_DIR)),
-            )?;
-            let allowed = alloc.gpu_indexes(&found.gpus, may_open)?;
-            let selected: Vec<u32> = plan::select_gpus(&found, &req.devices)?
-                .iter()
-                .map(|g| g.index)
-                .collect();
-            req.devices = slurm::constrain(
-                &req.devices,
-                !opts.slurm_gpus_by_default,
-                &allowed,
-                &selected,
-                &alloc,
-            )?;
-            tracing::debug!(
-                "Slurm job {} ({}): GPUs {allowed:?} allocated",
-                alloc.job_id,
-                alloc.source
-            );
-            inv = Some(found);
-        }
-    }
-    if !req.wants_gpu() {
+    let req = request::from_spec(spec)?;
+    let job = flow::SlurmJob::from_env(opts.slurm_gpus_by_default)?;
+    let (req, planned) = flow::resolve(
+        &gpu_roots::resolve(opts.global)?,
+        req,
+        job.as_ref(),
+        Some(rootfs),
+        Some(&opts.root.join(flow::CACHE_DIR)),
+    )?;
+    let Some((_, plan)) = planned else {
         // Docker's toolkit hook without a GPU request: nothing to do, and
         // the hook must not run.
         apply::drop_prestart_hooks(spec, &req.docker_hooks);
         return Ok(());
-    }
-    let plan = match inv {
-        Some(inv) => plan::make(&inv, &req, Some(rootfs))?,
-        None => {
-            flow::plan(
-                &gpu_roots::resolve(opts.global)?,
-                &req,
-                Some(rootfs),
-                Some(&opts.root.join(flow::CACHE_DIR)),
-            )?
-            .1
-        }
     };
     let gpus: Vec<String> = plan
         .gpus
@@ -369,16 +338,6 @@ fn resolve_mount_destinations(spec: &mut Spec, rootfs: &Path) -> Result<()> {
         mount.set_destination(resolved);
     }
     Ok(())
-}
-
-/// Whether the device cgroup lets us open a GPU's node: under Slurm's
-/// ConstrainDevices, the GPUs of other jobs give EPERM.
-fn may_open(gpu: &gpurun_gpu::inventory::Gpu) -> bool {
-    let Some(node) = &gpu.node else { return true };
-    match fs::File::open(&node.host_path) {
-        Err(e) => e.raw_os_error() != Some(libc::EPERM),
-        Ok(_) => true,
-    }
 }
 
 fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {

@@ -237,9 +237,15 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
     // The NVIDIA driver, judged the way `run` judges it: the same request
     // turned into a plan by the same code, for every GPU with the default
     // capabilities (utility, compute).
+    // Inside a Slurm job, the job's allocation bounds it as it bounds a
+    // container.
     let gpu_verdict = match gpu_roots::resolve(&ctx.global).and_then(|roots| {
         let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
-        flow::plan(&roots, &request, None, None).map(|(inv, plan)| (roots, inv, plan))
+        let job = flow::SlurmJob::from_env(false)?;
+        match flow::resolve(&roots, request, job.as_ref(), None, None)? {
+            (_, Some((inv, plan))) => Ok((roots, inv, plan)),
+            (_, None) => anyhow::bail!("the Slurm job has no GPUs"),
+        }
     }) {
         Err(e) => {
             r.line(

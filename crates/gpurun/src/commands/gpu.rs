@@ -72,20 +72,23 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             let spec = prepare::load_spec(&bundle)?;
             let rootfs = prepare::rootfs_of(&spec, &bundle)?;
             let req = request::from_spec(&spec)?;
-            if !req.wants_gpu() {
+            // As `create` would plan it: inside a Slurm job, bounded by it.
+            let job = flow::SlurmJob::from_env(false)?;
+            let (_, planned) = flow::resolve(
+                &roots,
+                req,
+                job.as_ref(),
+                Some(&rootfs),
+                Some(&ctx.root.join(flow::CACHE_DIR)),
+            )?;
+            let Some((_, plan)) = planned else {
                 if json {
                     println!("null");
                 } else {
                     println!("no GPU requested: NVIDIA_VISIBLE_DEVICES is unset, empty or void");
                 }
                 return Ok(());
-            }
-            let (_, plan) = flow::plan(
-                &roots,
-                &req,
-                Some(&rootfs),
-                Some(&ctx.root.join(flow::CACHE_DIR)),
-            )?;
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&plan)?);
                 return Ok(());

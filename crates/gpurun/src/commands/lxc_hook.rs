@@ -190,7 +190,11 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
         },
         &|_| None,
     )?;
-    let (_, plan) = flow::plan(&roots, &req, Some(&rootfs), cache.as_deref())?;
+    let job = flow::SlurmJob::from_env(false)?;
+    let (_, planned) = flow::resolve(&roots, req, job.as_ref(), Some(&rootfs), cache.as_deref())?;
+    let Some((_, plan)) = planned else {
+        return Ok(0);
+    };
     tracing::debug!(
         target: "gpurun::steps",
         "1/5 GPU request resolved for LXC container {}: GPUs {:?}, driver {}",
