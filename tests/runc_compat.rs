@@ -1402,3 +1402,44 @@ fn newer_syscalls_get_enosys_under_an_errno_profile() {
         );
     }
 }
+
+/// `exec --cgroup` as runc reads it: `/` is the container's own cgroup,
+/// and a path out of it is "not a sub cgroup path" (exit 255). A
+/// controller-prefixed path on cgroup v1, which gpurun cannot join per
+/// controller yet, is refused and makes nothing (it used to make a cgroup
+/// literally named "memory:sub" in every hierarchy).
+#[test]
+fn exec_cgroup_paths_as_runc_reads_them() {
+    require_root!();
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["sleep", "300"]);
+        let id = unique("execcg");
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        runtime_cmd(&program, &root, &["run", "-d", "--bundle", &dir, &id]).ok();
+        let own = runtime_cmd(&program, &root, &["exec", "--cgroup", "/", &id, "true"]);
+        assert_eq!(own.code, 0, "{program:?}: {}", own.stderr);
+        let out = runtime_cmd(&program, &root, &["exec", "--cgroup", "../x", &id, "true"]);
+        assert_eq!(out.code, 255, "{program:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("is not a sub cgroup path"),
+            "{program:?}: {}",
+            out.stderr
+        );
+        if program == gpurun_bin() && Path::new("/sys/fs/cgroup/memory").is_dir() {
+            let out = runtime_cmd(
+                &program,
+                &root,
+                &["exec", "--cgroup", "memory:sub", &id, "true"],
+            );
+            assert_eq!(out.code, 255, "{}", out.stderr);
+            assert!(
+                out.stderr.contains("not supported on cgroup v1"),
+                "{}",
+                out.stderr
+            );
+            assert!(cgroup_dirs(&format!("gpurun/{id}/memory:sub")).is_empty());
+        }
+        runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
+    }
+}

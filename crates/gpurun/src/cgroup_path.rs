@@ -112,39 +112,43 @@ fn frozen(dirs: &[PathBuf]) -> Option<PathBuf> {
         .cloned()
 }
 
-/// The cgroup directories of `sub` below the container's `cgroup` (for
-/// `exec --cgroup`): each must exist; none is made.
-pub fn existing_sub_cgroup(cgroup: &Path, sub: &str) -> Result<()> {
-    let (controllers, sub_path) = match sub.split_once(':') {
+/// `exec --cgroup SUB` read as runc reads it: `PATH` or
+/// `CONTROLLER[,CONTROLLER]:PATH` below the container's `cgroup`; `/` is the
+/// container's own cgroup. Returns the path to join (`None`: the
+/// container's own). The sub-cgroup must exist in each hierarchy it names;
+/// none is made.
+pub fn existing_sub_cgroup(cgroup: &Path, sub: &str) -> Result<Option<String>> {
+    let (controllers, given) = match sub.split_once(':') {
         Some((c, p)) => (Some(c), p),
         None => (None, sub),
     };
-    let sub_path = Path::new(sub_path.trim_start_matches('/'));
-    if sub_path.as_os_str().is_empty()
-        || sub_path
-            .components()
-            .any(|c| !matches!(c, Component::Normal(_)))
+    let sub_path = Path::new(given.trim_start_matches('/'));
+    if sub_path
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_)))
     {
-        bail!("exec --cgroup {sub:?}: give a path below the container's cgroup, without \"..\"");
+        bail!("exec --cgroup {sub:?}: {given} is not a sub cgroup path: give a path below the container's cgroup");
     }
-    let root = Path::new(CGROUP_ROOT);
-    // In each hierarchy the container has a cgroup in (those named, if
-    // controllers were given).
-    let mut dirs: Vec<PathBuf> = hierarchy_dirs(cgroup)
+    if sub_path.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let unified = nix::sys::statfs::statfs(CGROUP_ROOT)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
+    if controllers.is_some() && !unified {
+        // libcontainer joins one path in every hierarchy: it would make
+        // a cgroup literally named "memory:sub" in each.
+        bail!(
+            "exec --cgroup {sub:?}: joining a sub-cgroup of some controllers only is not supported on cgroup v1; give the path alone ({}) to join it in every controller",
+            sub_path.display()
+        );
+    }
+    // In each hierarchy the container has a cgroup in (on v2 there is one:
+    // the controllers named do not choose).
+    let dirs: Vec<PathBuf> = hierarchy_dirs(cgroup)
         .into_iter()
         .filter(|d| d.is_dir())
         .map(|d| d.join(sub_path))
         .collect();
-    if let Some(list) = controllers {
-        let wanted: Vec<&str> = list.split(',').collect();
-        dirs.retain(|d| {
-            d.strip_prefix(root)
-                .ok()
-                .and_then(|rel| rel.components().next())
-                .and_then(|c| c.as_os_str().to_str())
-                .is_some_and(|ctrl| ctrl.split(',').any(|c| wanted.contains(&c)))
-        });
-    }
     if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
         bail!(
             "exec --cgroup {sub:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
@@ -154,7 +158,7 @@ pub fn existing_sub_cgroup(cgroup: &Path, sub: &str) -> Result<()> {
     if dirs.is_empty() {
         bail!("exec --cgroup {sub:?}: the container has no such cgroup");
     }
-    Ok(())
+    Ok(Some(sub_path.to_string_lossy().into_owned()))
 }
 
 /// Every pid in a cgroupfs path, in any hierarchy. Empty for a

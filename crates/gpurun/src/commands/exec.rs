@@ -47,10 +47,13 @@ fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {
             );
         }
     }
-    if let Some(sub) = &args.cgroup {
-        let cgroup = containers::cgroup_path(&container)?;
-        crate::cgroup_path::existing_sub_cgroup(&cgroup, sub)?;
-    }
+    let sub_cgroup = match &args.cgroup {
+        Some(sub) => {
+            let cgroup = containers::cgroup_path(&container)?;
+            crate::cgroup_path::existing_sub_cgroup(&cgroup, sub)?
+        }
+        None => None,
+    };
     if args.process.is_none() && args.command.is_empty() {
         anyhow::bail!("exec needs a command, or --process FILE with a process.json");
     }
@@ -96,7 +99,7 @@ fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {
         .with_group(group)
         .with_capabilities(args.cap)
         .with_ignore_paused(args.ignore_paused)
-        .with_sub_cgroup(args.cgroup)
+        .with_sub_cgroup(sub_cgroup)
         .with_apparmor(args.apparmor)
         .build();
     if console.is_some() {
