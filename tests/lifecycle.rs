@@ -677,3 +677,43 @@ fn v1_start_moves_one_thread_and_no_process() {
     assert_eq!(writes("cgroup.procs"), 0, "a process moved:\n{trace}");
     assert!(rt.leftovers().is_empty());
 }
+
+/// Run as uid 0 inside a user namespace (rootless Podman runs its runtime
+/// so), the protected re-exec still goes through a private read-only
+/// overlay, not a 7.6 MB memfd copy: the overlay's second layer is an empty
+/// directory of its own, since the kernel refuses `/dev` there (its locked
+/// submounts: "failed to clone lowerpath").
+#[test]
+fn inside_a_user_namespace_the_reexec_uses_the_overlay() {
+    require_root!();
+    let scratch = Scratch::new("usns");
+    let out = run_cmd(
+        std::process::Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "strace", "-f", "-e"])
+            .arg("trace=fsmount,memfd_create")
+            .arg(gpurun_bin())
+            .arg("--root")
+            .arg(scratch.path().join("root"))
+            .args(["exec", "no-such-container", "true"]),
+        TIMEOUT,
+    );
+    assert_eq!(out.code, 255, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .lines()
+            .any(|l| l.contains("fsmount(") && !l.contains("= -1")),
+        "no overlay was mounted: {}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("memfd_create(\"gpurun-sealed\""),
+        "the binary was copied: {}",
+        out.stderr
+    );
+    let left: Vec<_> = fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("gpurun-seal-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

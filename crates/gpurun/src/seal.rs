@@ -94,16 +94,54 @@ fn escape_layer(path: &Path) -> Vec<u8> {
     out
 }
 
+/// Whether this process is in a user namespace other than the initial one
+/// (rootless Podman runs its runtime as uid 0 in one).
+fn in_child_user_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map").map_or(true, |map| {
+        map.split_whitespace().collect::<Vec<_>>() != ["0", "0", "4294967295"]
+    })
+}
+
+/// An empty directory for the overlay's second layer, removed when
+/// dropped (the mount keeps what it needs).
+struct EmptyLayer(std::path::PathBuf);
+
+impl EmptyLayer {
+    fn new() -> io::Result<EmptyLayer> {
+        let path = std::env::temp_dir().join(format!("gpurun-seal-{}", std::process::id()));
+        std::fs::create_dir(&path)?;
+        Ok(EmptyLayer(path))
+    }
+}
+
+impl Drop for EmptyLayer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
 /// The binary, opened (O_PATH) through a read-only overlayfs whose top
 /// layer is the binary's directory. Overlayfs needs two layers to have no
-/// upper one; the second is `/dev`, which holds no file of our name that
-/// could matter (the binary's layer is on top) and never overlaps it.
+/// upper one; the second holds no file of our name that could matter (the
+/// binary's layer is on top) and never overlaps it: `/dev`, or, inside a
+/// user namespace, where the kernel refuses a layer with mounts below it
+/// that the namespace may not see under (`/dev/pts`: "failed to clone
+/// lowerpath"), an empty directory of our own.
 fn through_private_overlay(exe: &Path) -> io::Result<OwnedFd> {
     let (Some(dir), Some(name)) = (exe.parent(), exe.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
+    let empty = if in_child_user_namespace() {
+        Some(EmptyLayer::new()?)
+    } else {
+        None
+    };
     let mut lower = escape_layer(dir);
-    lower.extend_from_slice(b":/dev");
+    lower.push(b':');
+    match &empty {
+        Some(layer) => lower.extend_from_slice(&escape_layer(&layer.0)),
+        None => lower.extend_from_slice(b"/dev"),
+    }
     let lower = CString::new(lower)?;
     let name = CString::new(name.as_bytes())?;
     let mnt = detached_mount(
