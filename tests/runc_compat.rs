@@ -1443,3 +1443,48 @@ fn exec_cgroup_paths_as_runc_reads_them() {
         runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
     }
 }
+
+/// Beyond runc 1.1 (runtime-spec 1.3, runc 1.3): `linux.netDevices` moves
+/// a host interface into the container's network namespace under its new
+/// name. One that the host does not have is named before anything is made.
+#[test]
+fn net_devices_move_a_host_interface_into_the_container() {
+    require_root!();
+    let host = format!("gpv{}", std::process::id() % 100_000);
+    let peer = format!("{host}p");
+    let made = run_cmd(
+        Command::new("ip").args(["link", "add", &host, "type", "veth", "peer", "name", &peer]),
+        TIMEOUT,
+    );
+    assert_eq!(made.code, 0, "ip link add: {}", made.stderr);
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&[
+        "sh",
+        "-c",
+        "cat /sys/class/net/eth9/ifindex && ls /sys/class/net",
+    ]);
+    bundle.edit(|c| c["linux"]["netDevices"] = json!({ host.as_str(): {"name": "eth9"} }));
+    let out = rt.run([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("netdev"),
+    ]);
+    // The veth pair goes with the container's namespace; remove what is left.
+    let _ = run_cmd(Command::new("ip").args(["link", "del", &peer]), TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.lines().any(|l| l == "eth9"), "{}", out.stdout);
+    assert!(!out.stdout.lines().any(|l| l == host), "{}", out.stdout);
+
+    bundle.edit(|c| c["linux"]["netDevices"] = json!({"gpurun-none0": {"name": "eth9"}}));
+    let out = rt.run([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("netdev"),
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("\"gpurun-none0\""), "{}", out.stderr);
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}

@@ -62,6 +62,11 @@ pub fn check(spec: &Spec) -> Result<()> {
     check_capabilities(spec)?;
     check_hooks(spec)?;
     check_namespaces(spec)?;
+    check_net_devices(spec, |name| {
+        std::ffi::CString::new(name)
+            // SAFETY: a NUL-terminated name; if_nametoindex only reads it.
+            .is_ok_and(|c| unsafe { libc::if_nametoindex(c.as_ptr()) } != 0)
+    })?;
     check_rootfs_propagation(spec)
 }
 
@@ -292,6 +297,21 @@ fn check_unified_resources(spec: &Spec, unified_host: bool) -> Result<()> {
     Ok(())
 }
 
+/// Each interface `linux.netDevices` moves into the container must exist
+/// here, named before anything is made (libcontainer's own failure was
+/// "Netlink error: -19").
+fn check_net_devices(spec: &Spec, exists: impl Fn(&str) -> bool) -> Result<()> {
+    let devices = spec.linux().as_ref().and_then(|l| l.net_devices().as_ref());
+    let mut names: Vec<&String> = devices.into_iter().flat_map(|d| d.keys()).collect();
+    names.sort();
+    if let Some(missing) = names.into_iter().find(|name| !exists(name)) {
+        bail!(
+            "linux.netDevices names {missing:?}, which is not a network interface here (see \"ip link\"): name an existing one"
+        );
+    }
+    Ok(())
+}
+
 fn check_namespaces(spec: &Spec) -> Result<()> {
     let namespaces = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
     let mut seen = HashSet::new();
@@ -356,6 +376,19 @@ mod tests {
             .collect();
         assert_eq!(access, ["rwm", "rwm"]);
         assert_eq!(devices.as_ref().unwrap()[0].minor(), Some(3));
+    }
+
+    #[test]
+    fn net_devices_must_exist_here() {
+        let mut json = serde_json::to_value(Spec::default()).unwrap();
+        json["linux"]["netDevices"] = serde_json::json!({"eth7": {"name": "eth0"}, "lo": {}});
+        let spec: Spec = serde_json::from_value(json).unwrap();
+        let err = check_net_devices(&spec, |n| n == "lo")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"eth7\""), "{err}");
+        check_net_devices(&spec, |_| true).unwrap();
+        check_net_devices(&Spec::default(), |_| false).unwrap();
     }
 
     #[test]
