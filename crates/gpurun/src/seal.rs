@@ -94,14 +94,6 @@ fn escape_layer(path: &Path) -> Vec<u8> {
     out
 }
 
-/// Whether this process is in a user namespace other than the initial one
-/// (rootless Podman runs its runtime as uid 0 in one).
-fn in_child_user_namespace() -> bool {
-    std::fs::read_to_string("/proc/self/uid_map").map_or(true, |map| {
-        map.split_whitespace().collect::<Vec<_>>() != ["0", "0", "4294967295"]
-    })
-}
-
 /// An empty directory for the overlay's second layer, removed when
 /// dropped (the mount keeps what it needs).
 struct EmptyLayer(std::path::PathBuf);
@@ -131,7 +123,7 @@ fn through_private_overlay(exe: &Path) -> io::Result<OwnedFd> {
     let (Some(dir), Some(name)) = (exe.parent(), exe.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
-    let empty = if in_child_user_namespace() {
+    let empty = if crate::host_root::in_user_namespace() {
         Some(EmptyLayer::new()?)
     } else {
         None
