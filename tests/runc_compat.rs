@@ -417,11 +417,7 @@ fn a_foreground_terminal_is_relayed() {
     let dir = bundle.dir.to_str().unwrap().to_owned();
     let out = rt.run(["run", "--bundle", &dir, &unique("tty")]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let lines: Vec<&str> = out
-        .stdout
-        .lines()
-        .map(|l| l.trim_end_matches('\r'))
-        .collect();
+    let lines = terminal_lines(&out.stdout);
     assert_eq!(lines, ["/dev/pts/0", "both-ttys"], "{}", out.stdout);
 
     let out = rt.run(["run", "-d", "--bundle", &dir, &unique("tty")]);
@@ -853,6 +849,41 @@ fn each_runtime() -> Vec<(std::path::PathBuf, Scratch)> {
     ]
 }
 
+/// Output read through a terminal, a line each, without the `\r`s.
+fn terminal_lines(text: &str) -> Vec<&str> {
+    text.lines().map(|l| l.trim_end_matches('\r')).collect()
+}
+
+/// A detached busybox `sleep 300` under one runtime; its bundle (kept
+/// while the container runs) and id.
+fn sleeping_under(program: &Path, root: &Scratch, prefix: &str) -> (Bundle, String) {
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sleep", "300"]);
+    let id = unique(prefix);
+    let dir = bundle.dir.to_str().unwrap();
+    runtime_cmd(program, root, &["run", "-d", "--bundle", dir, &id]).ok();
+    (bundle, id)
+}
+
+/// `run` of `bundle` under one runtime, with a fresh id from `prefix`.
+fn run_bundle(program: &Path, root: &Scratch, bundle: &Bundle, prefix: &str) -> Ran {
+    let dir = bundle.dir.to_str().unwrap();
+    runtime_cmd(program, root, &["run", "--bundle", dir, &unique(prefix)])
+}
+
+/// Waits up to 5 s for container `id` to be stopped under one runtime.
+fn wait_stopped(program: &Path, root: &Scratch, id: &str) {
+    for _ in 0..500 {
+        if runtime_cmd(program, root, &["state", id])
+            .stdout
+            .contains("stopped")
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn runtime_cmd(program: &Path, root: &Scratch, args: &[&str]) -> Ran {
     run_cmd(
         Command::new(program)
@@ -990,12 +1021,7 @@ fn a_non_root_process_owns_its_stdio_and_its_terminal() {
         let bundle = Bundle::busybox();
         bundle.set_args(&["sh", "-c", script]);
         bundle.edit(|c| c["process"]["user"] = json!({"uid": 1000, "gid": 1000}));
-        let dir = bundle.dir.to_str().unwrap().to_owned();
-        let out = runtime_cmd(
-            &program,
-            &root,
-            &["run", "--bundle", &dir, &unique("stdio")],
-        );
+        let out = run_bundle(&program, &root, &bundle, "stdio");
         assert_eq!(out.code, 0, "{program:?}: {}", out.stderr);
         // stdout and stderr are the caller's files (runc: its pipes): the
         // user's now. stdin is /dev/null (run_cmd), which both leave alone;
@@ -1027,11 +1053,7 @@ fn a_non_root_process_owns_its_stdio_and_its_terminal() {
         &unique("tty"),
     ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let lines: Vec<&str> = out
-        .stdout
-        .lines()
-        .map(|l| l.trim_end_matches('\r'))
-        .collect();
+    let lines = terminal_lines(&out.stdout);
     assert_eq!(lines[0], "1000 620", "{}", out.stdout);
     assert!(lines.contains(&"opened-by-path"), "{}", out.stdout);
 }
@@ -1044,11 +1066,7 @@ fn a_non_root_process_owns_its_stdio_and_its_terminal() {
 fn exec_failures_exit_255_with_runcs_words() {
     require_root!();
     for (program, root) in each_runtime() {
-        let bundle = Bundle::busybox();
-        bundle.set_args(&["sleep", "300"]);
-        let id = unique("execfail");
-        let dir = bundle.dir.to_str().unwrap().to_owned();
-        runtime_cmd(&program, &root, &["run", "-d", "--bundle", &dir, &id]).ok();
+        let (_bundle, id) = sleeping_under(&program, &root, "execfail");
         let cases: [(&[&str], &str); 4] = [
             (&["exec", "no-such-container", "true"], "does not exist"),
             (
@@ -1085,15 +1103,7 @@ fn exec_failures_exit_255_with_runcs_words() {
         );
         runtime_cmd(&program, &root, &["resume", &id]).ok();
         runtime_cmd(&program, &root, &["kill", &id, "KILL"]).ok();
-        for _ in 0..500 {
-            if runtime_cmd(&program, &root, &["state", &id])
-                .stdout
-                .contains("stopped")
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_stopped(&program, &root, &id);
         let out = runtime_cmd(&program, &root, &["exec", &id, "true"]);
         assert_eq!(out.code, 255, "{program:?}: {}", out.stderr);
         assert!(
@@ -1134,12 +1144,7 @@ fn seccomp_notify_errors_say_what_failed() {
                     "syscalls": [{"names": [syscall], "action": "SCMP_ACT_NOTIFY"}],
                 })
             });
-            let dir = bundle.dir.to_str().unwrap().to_owned();
-            let out = runtime_cmd(
-                &program,
-                &root,
-                &["run", "--bundle", &dir, &unique("notify")],
-            );
+            let out = run_bundle(&program, &root, &bundle, "notify");
             assert_eq!(out.code, 1, "{program:?} {syscall}: {}", out.stderr);
             assert!(
                 out.stderr.contains(words),
@@ -1172,15 +1177,7 @@ fn list_matches_runcs_table_and_pids() {
         let dir = bundle.dir.to_str().unwrap().to_owned();
         runtime_cmd(&program, &root, &["create", "--bundle", &dir, id]).ok();
         runtime_cmd(&program, &root, &["start", id]).ok();
-        for _ in 0..500 {
-            if runtime_cmd(&program, &root, &["state", id])
-                .stdout
-                .contains("stopped")
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_stopped(&program, &root, id);
         let table = runtime_cmd(&program, &root, &["list"]);
         let json = runtime_cmd(&program, &root, &["list", "-f", "json"]);
         runtime_cmd(&program, &root, &["delete", id]).ok();
@@ -1236,8 +1233,7 @@ fn v1_device_access_and_unified_as_runc_reads_them() {
                 .unwrap()
                 .push(json!({"allow": true, "type": "c", "major": 1, "minor": 3, "access": "rwa"}))
         });
-        let dir = bundle.dir.to_str().unwrap().to_owned();
-        let out = runtime_cmd(&program, &root, &["run", "--bundle", &dir, &unique("rwa")]);
+        let out = run_bundle(&program, &root, &bundle, "rwa");
         assert_eq!(out.code, 0, "{program:?}: {}", out.stderr);
         assert_eq!(out.stdout.trim(), "read", "{program:?}");
 
@@ -1247,12 +1243,7 @@ fn v1_device_access_and_unified_as_runc_reads_them() {
         let bundle = Bundle::busybox();
         bundle.set_args(&["true"]);
         bundle.edit(|c| c["linux"]["resources"]["unified"] = json!({"memory.max": "100000000"}));
-        let dir = bundle.dir.to_str().unwrap().to_owned();
-        let out = runtime_cmd(
-            &program,
-            &root,
-            &["run", "--bundle", &dir, &unique("unified")],
-        );
+        let out = run_bundle(&program, &root, &bundle, "unified");
         assert_eq!(out.code, 1, "{program:?}: {}", out.stderr);
         assert!(
             out.stderr.contains("cannot use unified on cgroup v1"),
@@ -1384,12 +1375,7 @@ fn newer_syscalls_get_enosys_under_an_errno_profile() {
                 "syscalls": [{"names": allowed.to_vec(), "action": "SCMP_ACT_ALLOW"}],
             })
         });
-        let dir = bundle.dir.to_str().unwrap().to_owned();
-        let out = runtime_cmd(
-            &program,
-            &root,
-            &["run", "--bundle", &dir, &unique("enosys")],
-        );
+        let out = run_bundle(&program, &root, &bundle, "enosys");
         assert_eq!(out.code, 0, "{program:?}: {}", out.stderr);
         let lines: Vec<&str> = out.stdout.lines().collect();
         assert_eq!(
@@ -1412,11 +1398,7 @@ fn newer_syscalls_get_enosys_under_an_errno_profile() {
 fn exec_cgroup_paths_as_runc_reads_them() {
     require_root!();
     for (program, root) in each_runtime() {
-        let bundle = Bundle::busybox();
-        bundle.set_args(&["sleep", "300"]);
-        let id = unique("execcg");
-        let dir = bundle.dir.to_str().unwrap().to_owned();
-        runtime_cmd(&program, &root, &["run", "-d", "--bundle", &dir, &id]).ok();
+        let (_bundle, id) = sleeping_under(&program, &root, "execcg");
         let own = runtime_cmd(&program, &root, &["exec", "--cgroup", "/", &id, "true"]);
         assert_eq!(own.code, 0, "{program:?}: {}", own.stderr);
         let out = runtime_cmd(&program, &root, &["exec", "--cgroup", "../x", &id, "true"]);
