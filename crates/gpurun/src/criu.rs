@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::Spec;
 use rust_criu::Criu;
 
-use crate::Ctx;
+use crate::context::Ctx;
 
 /// CRIU 3.15 is the oldest with the RPC options used here (as crun).
 const CRIU_MINIMUM: u32 = 31500;

@@ -7,10 +7,10 @@ use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::Container;
 use libcontainer::syscall::syscall::SyscallType;
 
+use crate::context::Ctx;
 use crate::executor::GpurunExecutor;
 use crate::prepare::{self, CreateOptions};
 use crate::terminal::ConsoleSocket;
-use crate::Ctx;
 
 pub struct LaunchArgs<'a> {
     pub id: &'a str,

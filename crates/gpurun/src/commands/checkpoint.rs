@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use libcontainer::container::ContainerStatus;
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use crate::{containers, criu, prepare, Ctx};
+use crate::{containers, context::Ctx, criu, prepare};
 
 /// runc's checkpoint flags.
 #[derive(clap::Args, Debug)]

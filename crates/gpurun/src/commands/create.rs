@@ -1,8 +1,8 @@
 use anyhow::Result;
 use liboci_cli::Create;
 
+use crate::context::Ctx;
 use crate::launch::{self, LaunchArgs};
-use crate::Ctx;
 
 pub fn create(ctx: &Ctx, args: Create) -> Result<()> {
     launch::create(

@@ -10,7 +10,7 @@ use anyhow::Result;
 use gpurun_gpu::{flow, inventory, request, Source};
 
 use crate::idmap::{map_helpers, UserIds};
-use crate::{cgroup_path, gpu_roots, state_root, Ctx};
+use crate::{cgroup_path, context::Ctx, gpu_roots, state_root};
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {

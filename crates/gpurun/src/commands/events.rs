@@ -15,7 +15,7 @@ use libcgroups::stats::{BlkioDeviceStat, MemoryData, Stats};
 use libcontainer::container::{Container, ContainerStatus};
 use serde_json::{json, Map, Value};
 
-use crate::{containers, Ctx};
+use crate::{containers, context::Ctx};
 
 #[derive(Args, Debug)]
 pub struct EventsArgs {

@@ -7,13 +7,13 @@ use nix::sys::wait::{waitpid, WaitStatus};
 
 use crate::executor::GpurunExecutor;
 use crate::terminal::ConsoleSocket;
-use crate::{containers, Ctx};
+use crate::{containers, context::Ctx};
 
 /// Runs a process in a running container; returns its exit code unless
 /// --detach. exec's own failures exit 255 and start with "exec failed", as
 /// runc's do: engines tell them from the process's own exit codes so.
 pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
-    exec_in(ctx, args).map_err(|e| e.context(crate::Failure::EXEC))
+    exec_in(ctx, args).map_err(|e| e.context(crate::context::Failure::EXEC))
 }
 
 fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use gpurun_gpu::{cdi, flow, inventory, request, Source};
 
 use crate::cli::GpuCommand;
-use crate::{gpu_roots, prepare, Ctx};
+use crate::{context::Ctx, gpu_roots, prepare};
 
 pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
     let roots = gpu_roots::resolve(&ctx.global)?;

@@ -349,7 +349,7 @@ fn unpack_in_user_namespace(user: &UserIds, work: impl FnOnce() -> Result<Stats>
             })();
             let (code, text) = match outcome {
                 Ok(stats) => (0, serde_json::to_string(&stats).unwrap_or_default()),
-                Err(e) => (1, crate::one_line(&e)),
+                Err(e) => (1, crate::context::one_line(&e)),
             };
             let _ = fs::File::from(result_w).write_all(text.as_bytes());
             // SAFETY: ends the child without running the parent's exit path.

@@ -4,7 +4,7 @@ use anyhow::{bail, Result};
 use libcontainer::container::Container;
 use serde_json::json;
 
-use crate::{containers, Ctx};
+use crate::{containers, context::Ctx};
 
 /// runc's list flags: `-f`/`--format` and `-q`/`--quiet` (liboci-cli's
 /// lacks `-f`, which runc users type).

@@ -29,7 +29,7 @@ use libcontainer::oci_spec::runtime::{
 use libcontainer::rootfs::MountOptions;
 
 use crate::detached_mount::{detached_mount, FsOption};
-use crate::{host_root, logging, state_root, Ctx};
+use crate::{context::Ctx, host_root, logging, state_root};
 
 /// The spec mount type that stands for a mount LXC has already made.
 const ALREADY_MOUNTED: &str = "x-gpurun-lxc-mounted";

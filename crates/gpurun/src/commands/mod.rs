@@ -27,7 +27,7 @@ pub mod verify;
 use anyhow::Result;
 
 use crate::cli::Command;
-use crate::Ctx;
+use crate::context::Ctx;
 
 /// Runs one command; the result is the process exit code.
 pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {

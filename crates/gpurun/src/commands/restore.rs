@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 use rust_criu::rust_criu_protobuf::rpc::Criu_notify;
 
 use crate::prepare::{self, CreateOptions};
-use crate::{containers, criu, foreground, Ctx};
+use crate::{containers, context::Ctx, criu, foreground};
 
 #[derive(clap::Args, Debug)]
 pub struct RestoreArgs {

@@ -6,9 +6,9 @@ use gpurun_gpu::in_root::Rootfs;
 use crate::adhoc::{self, AdhocOptions};
 use crate::cli::RunArgs;
 use crate::commands::import::ImageDefaults;
+use crate::context::Ctx;
 use crate::idmap::UserIds;
 use crate::launch::{self, LaunchArgs};
-use crate::Ctx;
 
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     if args.rootfs.is_some() {
@@ -150,7 +150,8 @@ fn run_detached_and_deleted(ctx: &Ctx, mut launch_args: LaunchArgs) -> Result<i3
                 match launch::run_foreground(ctx, launch_args, true, false, Some(&mut writer)) {
                     Ok(code) => code,
                     Err(e) => {
-                        let _ = writer.write_all(format!("{}\n", crate::one_line(&e)).as_bytes());
+                        let _ = writer
+                            .write_all(format!("{}\n", crate::context::one_line(&e)).as_bytes());
                         1
                     }
                 };

@@ -12,7 +12,7 @@ use libcontainer::oci_spec::runtime::{
     LinuxResourcesBuilder,
 };
 
-use crate::{containers, Ctx};
+use crate::{containers, context::Ctx};
 
 /// runc's `update` flags. Values that may be -1 (no limit) are signed.
 #[derive(Args, Debug)]

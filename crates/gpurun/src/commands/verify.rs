@@ -10,7 +10,7 @@ use gpurun_gpu::{flow, plan};
 use libcontainer::oci_spec::runtime::Spec;
 
 use crate::launch::{self, LaunchArgs};
-use crate::{gpu_roots, Ctx};
+use crate::{context::Ctx, gpu_roots};
 
 /// Libraries nvidia-smi links against, copied from the host into the
 /// throwaway rootfs when no --rootfs is given.
