@@ -68,21 +68,30 @@ fn has_user_namespace(spec: &Spec) -> bool {
         })
 }
 
+/// The phases of `apply`, in order, each reported once it is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    DeviceNodes,
+    CgroupRules,
+    DriverFiles,
+    LinkerCache,
+}
+
 /// Edits `spec` to carry out `plan`. Files the container needs (the linker
 /// cache, /proc/driver/nvidia copies) are written into `work_dir`, which
 /// only has to outlive the create: they are bind-mounted file by file. What
 /// is the same for many containers (the layers that hold mount points the
 /// image lacks, the merged linker cache of an image) is kept in `shared`,
 /// named by its contents, made once (see `mount_points`).
-/// `on_step` is called after each phase, for the numbered --debug steps:
-/// 2 device nodes, 3 cgroup rules, 4 driver files, 5 linker cache.
+/// `on_step` is called after each phase, for the --debug steps (which the
+/// caller numbers).
 pub fn apply(
     spec: &mut Spec,
     plan: &Plan,
     rootfs: &Path,
     work_dir: &Path,
     shared: &Path,
-    on_step: &mut dyn FnMut(u8, &Applied),
+    on_step: &mut dyn FnMut(Phase, &Applied),
 ) -> Result<Applied> {
     let bind_nodes = has_user_namespace(spec);
     apply_with(spec, plan, rootfs, work_dir, shared, bind_nodes, on_step)
@@ -98,7 +107,7 @@ pub fn apply_with(
     work_dir: &Path,
     shared: &Path,
     bind_nodes: bool,
-    on_step: &mut dyn FnMut(u8, &Applied),
+    on_step: &mut dyn FnMut(Phase, &Applied),
 ) -> Result<Applied> {
     let mut applied = Applied::default();
     let userns = has_user_namespace(spec);
@@ -147,7 +156,7 @@ pub fn apply_with(
         linux.set_devices(Some(devices));
     }
     applied.device_nodes = plan.device_nodes.len();
-    on_step(2, &applied);
+    on_step(Phase::DeviceNodes, &applied);
     // Allow rules live in the spec, so they are part of the container's
     // cgroup from the start (and survive a systemd daemon-reload).
     let mut resources: LinuxResources = linux.resources().clone().unwrap_or_default();
@@ -166,14 +175,14 @@ pub fn apply_with(
     }
     resources.set_devices(Some(rules));
     linux.set_resources(Some(resources));
-    on_step(3, &applied);
+    on_step(Phase::CgroupRules, &applied);
 
     // Driver files, read-only.
     for m in &plan.mounts {
         mounts.push(bind(&m.source, &m.destination, &m.options)?);
     }
     applied.file_mounts = plan.mounts.len();
-    on_step(4, &applied);
+    on_step(Phase::DriverFiles, &applied);
 
     // /proc/driver/nvidia: a read-only tmpfs with copies of three files, so
     // the container sees neither the other GPUs nor ModifyDeviceFiles=1.
@@ -247,7 +256,7 @@ pub fn apply_with(
         )?);
         applied.ldcache_entries = plan.ldcache.len();
     }
-    on_step(5, &applied);
+    on_step(Phase::LinkerCache, &applied);
 
     // Mount points the image lacks, without changing the image. A second
     // name for a library in the same directory (its SONAME) can be a

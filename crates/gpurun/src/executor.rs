@@ -44,7 +44,7 @@ impl Executor for GpurunExecutor {
             .as_ref()
             .and_then(|p| p.args().as_deref())
             .unwrap_or_default();
-        tracing::debug!(target: "gpurun::steps", "9/9 exec {:?}", args.join(" "));
+        tracing::debug!(target: "gpurun::steps", "{} exec {:?}", crate::logging::Step::Exec.number(), args.join(" "));
         let Some(program) = args.first() else {
             return Err(ExecutorError::InvalidArg);
         };

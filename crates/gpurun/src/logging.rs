@@ -92,14 +92,59 @@ pub fn start_steps() {
     }
 }
 
-/// libcontainer's init events, numbered as gpurun's lifecycle steps.
-fn lifecycle_step(message: &str) -> Option<&'static str> {
-    match message {
-        "namespaces cloned" => Some("6/9 namespaces cloned"),
-        "rootfs prepared" => Some("7/9 rootfs prepared: mounts and device nodes carried out"),
-        "pivot_root done" => Some("8/9 pivot_root"),
-        _ => None,
+/// The lifecycle steps `--debug` reports for a container, numbered here
+/// only: 1-5 are gpurun's GPU work, 6-8 libcontainer's init events, 9 the
+/// exec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    GpuRequest = 1,
+    DeviceNodes,
+    CgroupRules,
+    DriverFiles,
+    LinkerCache,
+    Namespaces,
+    Rootfs,
+    PivotRoot,
+    Exec,
+}
+
+impl Step {
+    /// "N/9".
+    pub fn number(self) -> String {
+        format!("{}/{}", self as u8, Step::Exec as u8)
     }
+}
+
+/// The steps of the LXC mount hook, which does a container's GPU work
+/// itself inside LXC's own setup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LxcStep {
+    GpuRequest = 1,
+    DeviceNodes,
+    DriverFiles,
+    LinkerCache,
+    NodesAllowed,
+}
+
+impl LxcStep {
+    /// "N/5".
+    pub fn number(self) -> String {
+        format!("{}/{}", self as u8, LxcStep::NodesAllowed as u8)
+    }
+}
+
+/// libcontainer's init events, numbered as gpurun's lifecycle steps.
+fn lifecycle_step(message: &str) -> Option<String> {
+    let (step, text) = match message {
+        "namespaces cloned" => (Step::Namespaces, "namespaces cloned"),
+        "rootfs prepared" => (
+            Step::Rootfs,
+            "rootfs prepared: mounts and device nodes carried out",
+        ),
+        "pivot_root done" => (Step::PivotRoot, "pivot_root"),
+        _ => return None,
+    };
+    Some(format!("{} {text}", step.number()))
 }
 
 fn step_elapsed() -> String {

@@ -12,9 +12,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
+use gpurun_gpu::apply::{self, Phase};
+use gpurun_gpu::{flow, request};
+
 use crate::cli::GlobalFlags;
+use crate::logging::Step;
 use crate::{cgroup_path, containers, gpu_roots, logging};
-use gpurun_gpu::{apply, flow, request};
 
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -213,33 +216,37 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
     let caps: Vec<&str> = plan.capabilities.iter().map(|c| c.name()).collect();
     tracing::debug!(
         target: "gpurun::steps",
-        "1/9 GPU request resolved: GPUs [{}], capabilities {}, driver {}",
+        "{} GPU request resolved: GPUs [{}], capabilities {}, driver {}",
+        Step::GpuRequest.number(),
         gpus.join(", "),
         caps.join(","),
         plan.driver_version
     );
     let store = opts.root.join(flow::CACHE_DIR);
-    let applied = apply::apply(
-        spec,
-        &plan,
-        rootfs,
-        work_dir,
-        &store,
-        &mut |step, a| match step {
-            2 => {
-                tracing::debug!(target: "gpurun::steps", "2/9 device nodes added: {} as {}", a.device_nodes, a.device_mode)
-            }
-            3 => {
-                tracing::debug!(target: "gpurun::steps", "3/9 cgroup rules set: {} allow rules", a.cgroup_rules)
-            }
-            4 => {
-                tracing::debug!(target: "gpurun::steps", "4/9 driver files mounted: {} read-only binds", a.file_mounts)
-            }
-            _ => {
-                tracing::debug!(target: "gpurun::steps", "5/9 linker cache written: {} entries added", a.ldcache_entries)
-            }
-        },
-    )?;
+    let applied = apply::apply(spec, &plan, rootfs, work_dir, &store, &mut |phase, a| {
+        let (step, what) = match phase {
+            Phase::DeviceNodes => (
+                Step::DeviceNodes,
+                format!(
+                    "device nodes added: {} as {}",
+                    a.device_nodes, a.device_mode
+                ),
+            ),
+            Phase::CgroupRules => (
+                Step::CgroupRules,
+                format!("cgroup rules set: {} allow rules", a.cgroup_rules),
+            ),
+            Phase::DriverFiles => (
+                Step::DriverFiles,
+                format!("driver files mounted: {} read-only binds", a.file_mounts),
+            ),
+            Phase::LinkerCache => (
+                Step::LinkerCache,
+                format!("linker cache written: {} entries added", a.ldcache_entries),
+            ),
+        };
+        tracing::debug!(target: "gpurun::steps", "{} {what}", step.number());
+    })?;
     if let Some(problem) = &applied.image_ldcache_problem {
         tracing::debug!("the image's own ld.so.cache was not used: {problem}");
     }

@@ -29,6 +29,7 @@ use libcontainer::oci_spec::runtime::{
 use libcontainer::rootfs::MountOptions;
 
 use crate::detached_mount::{detached_mount, FsOption};
+use crate::logging::LxcStep;
 use crate::{context::Ctx, host_root, logging, state_root};
 
 /// The spec mount type that stands for a mount LXC has already made.
@@ -106,7 +107,7 @@ fn allow_devices(ctx: &Ctx) -> Result<i32> {
     for rule in rules.lines().filter(|l| is_device_rule(l)) {
         fs::write(&allow, rule).with_context(|| format!("allow {rule} in {}", allow.display()))?;
     }
-    tracing::debug!(target: "gpurun::steps", "5/5 GPU nodes allowed in {}", dir.display());
+    tracing::debug!(target: "gpurun::steps", "{} GPU nodes allowed in {}", LxcStep::NodesAllowed.number(), dir.display());
     Ok(0)
 }
 
@@ -197,7 +198,8 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
     };
     tracing::debug!(
         target: "gpurun::steps",
-        "1/5 GPU request resolved for LXC container {}: GPUs {:?}, driver {}",
+        "{} GPU request resolved for LXC container {}: GPUs {:?}, driver {}",
+        LxcStep::GpuRequest.number(),
         std::env::var("LXC_NAME").unwrap_or_default(),
         plan.gpus.iter().map(|g| g.index).collect::<Vec<_>>(),
         plan.driver_version
@@ -269,9 +271,12 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
     }
     tracing::debug!(
         target: "gpurun::steps",
-        "2/5 {} device nodes bound, 3/5 {} driver files, 4/5 linker cache with {} entries, {} private overlays",
+        "{} {} device nodes bound, {} {} driver files, {} linker cache with {} entries, {} private overlays",
+        LxcStep::DeviceNodes.number(),
         applied.device_nodes,
+        LxcStep::DriverFiles.number(),
         applied.file_mounts,
+        LxcStep::LinkerCache.number(),
         applied.ldcache_entries,
         applied.overlays
     );
