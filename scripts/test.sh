@@ -7,6 +7,9 @@ sh scripts/install-deps.sh
 cargo build --locked -p gpurun -p fake-nvml -p cri-client
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
+# The vendored libcontainer and libcgroups: the 0.7.0 releases plus only
+# the changes their GPURUN-PATCH.md name.
+sh scripts/check-fork.sh
 cargo test --locked --workspace
 # Every fuzz target for a short fixed time (longer by hand: sh scripts/fuzz.sh 600).
 sh scripts/fuzz.sh 20
