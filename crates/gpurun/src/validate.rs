@@ -272,8 +272,6 @@ fn check_hooks(spec: &Spec) -> Result<()> {
     Ok(())
 }
 
-/// A namespace type listed twice is ambiguous: which one would the
-/// container get?
 /// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy.
 fn is_unified_cgroup_host() -> bool {
     nix::sys::statfs::statfs("/sys/fs/cgroup")
@@ -312,6 +310,8 @@ fn check_net_devices(spec: &Spec, exists: impl Fn(&str) -> bool) -> Result<()> {
     Ok(())
 }
 
+/// A namespace type listed twice is ambiguous: which one would the
+/// container get?
 fn check_namespaces(spec: &Spec) -> Result<()> {
     let namespaces = spec.linux().as_ref().and_then(|l| l.namespaces().as_ref());
     let mut seen = HashSet::new();
