@@ -862,7 +862,6 @@ fn fix_stdio_permissions(uid: u32) -> Result<()> {
     Ok(())
 }
 
-
 // Before 3.19 it was possible for an unprivileged user to enter an user namespace,
 // become root and then call setgroups in order to drop membership in supplementary
 // groups. This allowed access to files which blocked access based on being a member
