@@ -312,3 +312,34 @@ fn errors_from_the_container_init_name_what_failed() {
         "process.user.uid 4294967295 is (uid_t)-1",
     );
 }
+
+/// The GPU config (driver roots) is read only for a container that asks
+/// for a GPU: a broken one stops GPU containers with its name, and leaves
+/// every other container alone.
+#[test]
+fn a_broken_gpu_config_stops_only_gpu_containers() {
+    require_root!();
+    let rt = Runtime::new();
+    let scratch = Scratch::new("badcfg");
+    let config = scratch.path().join("config.toml");
+    fs::write(&config, "not = [valid").unwrap();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    let dir = bundle.dir.to_str().unwrap().to_owned();
+    let run = |id: &str| {
+        let mut cmd = rt.command(["run", "--bundle", &dir, id]);
+        cmd.env("GPURUN_CONFIG", &config);
+        run_cmd(&mut cmd, TIMEOUT)
+    };
+    let plain = run(&unique("nogpu"));
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    bundle.set_process(&["true"], &["NVIDIA_VISIBLE_DEVICES=all"]);
+    let gpu = run(&unique("gpu"));
+    assert_eq!(gpu.code, 1);
+    assert!(
+        gpu.stderr.contains("is not a valid gpurun config"),
+        "{}",
+        gpu.stderr
+    );
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}

@@ -58,17 +58,20 @@ fn may_open(gpu: &Gpu) -> bool {
 /// The request as the container gets it (a Slurm job's allocation
 /// applied) and, when it asks for a GPU, the inventory and plan, for a
 /// container whose rootfs is `rootfs` (`None`: the plan's destinations are
-/// the usual ones).
+/// the usual ones). `roots` is called only when the host's GPUs are looked
+/// at: a container that asks for none reads no config file.
 pub fn resolve(
-    roots: &Roots,
+    roots: impl FnOnce() -> Result<Roots>,
     mut request: Request,
     job: Option<&SlurmJob>,
     rootfs: Option<&Path>,
     cache_dir: Option<&Path>,
 ) -> Result<(Request, Option<(Inventory, Plan)>)> {
-    let mut found = None;
-    if let Some(job) = job.filter(|j| request.wants_gpu() || j.gpus_by_default) {
-        let inv = inventory(roots, cache_dir)?;
+    if !request.wants_gpu() && !job.is_some_and(|j| j.gpus_by_default) {
+        return Ok((request, None));
+    }
+    let inv = inventory(&roots()?, cache_dir)?;
+    if let Some(job) = job {
         let allowed = job.allocation.gpu_indexes(&inv.gpus, may_open)?;
         let selected: Vec<u32> = plan::select_gpus(&inv, &request.devices)?
             .iter()
@@ -86,15 +89,10 @@ pub fn resolve(
             job.allocation.job_id,
             job.allocation.source
         );
-        found = Some(inv);
     }
     if !request.wants_gpu() {
         return Ok((request, None));
     }
-    let inv = match found {
-        Some(inv) => inv,
-        None => inventory(roots, cache_dir)?,
-    };
     let plan = plan::make(&inv, &request, rootfs)?;
     Ok((request, Some((inv, plan))))
 }

@@ -196,7 +196,7 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
     let req = request::from_spec(spec)?;
     let job = flow::SlurmJob::from_env(opts.slurm_gpus_by_default)?;
     let (req, planned) = flow::resolve(
-        &gpu_roots::resolve(opts.global)?,
+        || gpu_roots::resolve(opts.global),
         req,
         job.as_ref(),
         Some(rootfs),

@@ -242,7 +242,7 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
     let gpu_verdict = match gpu_roots::resolve(&ctx.global).and_then(|roots| {
         let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
         let job = flow::SlurmJob::from_env(false)?;
-        match flow::resolve(&roots, request, job.as_ref(), None, None)? {
+        match flow::resolve(|| Ok(roots.clone()), request, job.as_ref(), None, None)? {
             (_, Some((inv, plan))) => Ok((roots, inv, plan)),
             (_, None) => anyhow::bail!("the Slurm job has no GPUs"),
         }

@@ -75,7 +75,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             // As `create` would plan it: inside a Slurm job, bounded by it.
             let job = flow::SlurmJob::from_env(false)?;
             let (_, planned) = flow::resolve(
-                &roots,
+                || Ok(roots.clone()),
                 req,
                 job.as_ref(),
                 Some(&rootfs),

@@ -192,7 +192,13 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
         &|_| None,
     )?;
     let job = flow::SlurmJob::from_env(false)?;
-    let (_, planned) = flow::resolve(&roots, req, job.as_ref(), Some(&rootfs), cache.as_deref())?;
+    let (_, planned) = flow::resolve(
+        || Ok(roots),
+        req,
+        job.as_ref(),
+        Some(&rootfs),
+        cache.as_deref(),
+    )?;
     let Some((_, plan)) = planned else {
         return Ok(0);
     };
