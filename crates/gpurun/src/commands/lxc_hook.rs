@@ -191,14 +191,8 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
         },
         &|_| None,
     )?;
-    let job = flow::SlurmJob::from_env(false)?;
-    let (_, planned) = flow::resolve(
-        || Ok(roots),
-        req,
-        job.as_ref(),
-        Some(&rootfs),
-        cache.as_deref(),
-    )?;
+    // No Slurm job either: SLURM_* would come from that same environment.
+    let (_, planned) = flow::resolve(|| Ok(roots), req, None, Some(&rootfs), cache.as_deref())?;
     let Some((_, plan)) = planned else {
         return Ok(0);
     };
