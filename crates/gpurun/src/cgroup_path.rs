@@ -132,9 +132,7 @@ pub fn existing_sub_cgroup(cgroup: &Path, sub: &str) -> Result<Option<String>> {
     if sub_path.as_os_str().is_empty() {
         return Ok(None);
     }
-    let unified = nix::sys::statfs::statfs(CGROUP_ROOT)
-        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC);
-    if controllers.is_some() && !unified {
+    if controllers.is_some() && !is_unified() {
         // libcontainer joins one path in every hierarchy: it would make
         // a cgroup literally named "memory:sub" in each.
         bail!(
@@ -181,7 +179,7 @@ pub fn pids(path: &Path) -> Vec<nix::unistd::Pid> {
 }
 
 /// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy.
-fn is_unified() -> bool {
+pub fn is_unified() -> bool {
     fs::read_to_string("/proc/self/mounts")
         .map(|m| {
             m.lines().any(|l| {

@@ -55,7 +55,7 @@ pub fn normalize_device_access(spec: &mut Spec) {
 
 pub fn check(spec: &Spec) -> Result<()> {
     check_kernel(&libcontainer::utils::kernel_release())?;
-    check_unified_resources(spec, is_unified_cgroup_host())?;
+    check_unified_resources(spec, crate::cgroup_path::is_unified)?;
     check_cwd(spec)?;
     check_user(spec)?;
     check_rlimits(spec)?;
@@ -272,22 +272,17 @@ fn check_hooks(spec: &Spec) -> Result<()> {
     Ok(())
 }
 
-/// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy.
-fn is_unified_cgroup_host() -> bool {
-    nix::sys::statfs::statfs("/sys/fs/cgroup")
-        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
-}
-
 /// `linux.resources.unified` names cgroup v2 files: on a v1 or hybrid host
-/// runc refuses it (in these words) rather than drop it.
-fn check_unified_resources(spec: &Spec, unified_host: bool) -> Result<()> {
+/// runc refuses it (in these words) rather than drop it. The host is looked
+/// at (`unified_host`) only for a spec that has such resources.
+fn check_unified_resources(spec: &Spec, unified_host: impl Fn() -> bool) -> Result<()> {
     let unified = spec
         .linux()
         .as_ref()
         .and_then(|l| l.resources().as_ref())
         .and_then(|r| r.unified().as_ref())
         .filter(|u| !u.is_empty());
-    if unified.is_some() && !unified_host {
+    if unified.is_some() && !unified_host() {
         bail!(
             "invalid configuration: cannot use unified on cgroup v1: this host's /sys/fs/cgroup is v1 or hybrid; set the limits through linux.resources' v1 fields instead"
         );
@@ -394,13 +389,13 @@ mod tests {
     #[test]
     fn unified_resources_need_a_unified_host() {
         let spec = spec_with_resources(serde_json::json!({"unified": {"memory.max": "1"}}));
-        let err = check_unified_resources(&spec, false)
+        let err = check_unified_resources(&spec, || false)
             .unwrap_err()
             .to_string();
         assert!(err.contains("cannot use unified on cgroup v1"), "{err}");
-        check_unified_resources(&spec, true).unwrap();
+        check_unified_resources(&spec, || true).unwrap();
         let empty = spec_with_resources(serde_json::json!({"unified": {}}));
-        check_unified_resources(&empty, false).unwrap();
+        check_unified_resources(&empty, || false).unwrap();
     }
 
     #[test]
