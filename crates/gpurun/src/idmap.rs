@@ -64,14 +64,16 @@ impl UserIds {
             .flatten()
             .map(|u| u.name)
             .unwrap_or_default();
-        let read = |file: &str, id: u32| {
+        // Both files name the user (by login name or uid), as newuidmap and
+        // newgidmap read them: /etc/subgid is not keyed by group.
+        let read = |file: &str| {
             std::fs::read_to_string(file)
-                .map(|text| parse_subids(&text, &name, id))
+                .map(|text| parse_subids(&text, &name, uid))
                 .unwrap_or_default()
         };
         UserIds {
-            subuids: read("/etc/subuid", uid),
-            subgids: read("/etc/subgid", gid),
+            subuids: read("/etc/subuid"),
+            subgids: read("/etc/subgid"),
             name,
             uid,
             gid,
