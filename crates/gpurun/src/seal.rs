@@ -260,29 +260,18 @@ pub struct ContainerIds {
 
 impl ContainerIds {
     fn of_caller() -> ContainerIds {
-        use nix::unistd::{getegid, geteuid, getgid, getgroups, getuid};
-        let uid = getuid().as_raw();
-        let name = nix::unistd::User::from_uid(uid.into())
-            .ok()
-            .flatten()
-            .map(|u| u.name)
-            .unwrap_or_default();
-        let ranges = |file: &str| {
-            std::fs::read_to_string(file)
-                .map(|text| crate::idmap::parse_subids(&text, &name, uid))
-                .unwrap_or_default()
-                .into_iter()
-                .map(|r| (r.start, r.start.saturating_add(r.count - 1)))
-        };
+        use nix::unistd::{getegid, geteuid, getgroups};
+        let user = crate::idmap::UserIds::current();
         let one = |id: u32| (id, id);
-        let mut gids: Vec<_> = [getgid().as_raw(), getegid().as_raw()]
+        let range = |r: &crate::idmap::SubRange| (r.start, r.start.saturating_add(r.count - 1));
+        let mut uids = vec![one(user.uid), one(geteuid().as_raw())];
+        uids.extend(user.subuids.iter().map(range));
+        let mut gids: Vec<_> = [user.gid, getegid().as_raw()]
             .into_iter()
             .chain(getgroups().unwrap_or_default().iter().map(|g| g.as_raw()))
             .map(one)
             .collect();
-        gids.extend(ranges("/etc/subgid"));
-        let mut uids = vec![one(uid), one(geteuid().as_raw())];
-        uids.extend(ranges("/etc/subuid"));
+        gids.extend(user.subgids.iter().map(range));
         ContainerIds { uids, gids }
     }
 
