@@ -35,6 +35,12 @@ pub enum ChannelError {
 }
 
 impl ChannelError {
+    /// What the init reported when it failed, in the one form gpurun's
+    /// error line recognises (gpurun patch: two waits receive it).
+    fn init_failed(err: String) -> Self {
+        Self::ExecError(format!("error in executing process : {err}"))
+    }
+
     fn unexpected(expected: &'static str, received: Message) -> Self {
         Self::UnexpectedMessage {
             expected,
@@ -223,9 +229,7 @@ impl MainReceiver {
         match msg {
             // gpurun patch: the init failed before it had a filter to
             // send (a profile it refused): its own error, not "unexpected".
-            Message::ExecFailed(err) => Err(ChannelError::ExecError(format!(
-                "error in executing process : {err}"
-            ))),
+            Message::ExecFailed(err) => Err(ChannelError::init_failed(err)),
             Message::SeccompNotify => {
                 let fd = match fds {
                     Some(fds) => {
@@ -270,9 +274,7 @@ impl MainReceiver {
         match msg {
             Message::InitReady => Ok(()),
             // this case in unique and known enough to have a special error format
-            Message::ExecFailed(err) => Err(ChannelError::ExecError(format!(
-                "error in executing process : {err}"
-            ))),
+            Message::ExecFailed(err) => Err(ChannelError::init_failed(err)),
             msg => Err(ChannelError::unexpected("InitReady", msg)),
         }
     }
