@@ -12,10 +12,10 @@ use oci_spec::runtime::{
 };
 use serde::Serialize;
 
-use crate::in_root::Rootfs;
 use crate::ldcache;
 use crate::mount_points;
 use crate::plan::Plan;
+use safe_fs::Rootfs;
 
 /// Largest image ld.so.cache read; real ones are well under 1 MiB.
 const MAX_IMAGE_LDCACHE: u64 = 16 << 20;

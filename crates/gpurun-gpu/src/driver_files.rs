@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::caps::Capability;
 use crate::elf;
-use crate::in_root::Rootfs;
 use crate::ldcache;
+use safe_fs::Rootfs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -12,14 +12,16 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::caps::Capability;
 use crate::driver_files::{self, DriverFiles, Looked};
 pub use crate::driver_files::{DriverFile, FileKind};
-use crate::in_root::Rootfs;
+use crate::gpu_models::{arch_for_model, brand_for_model, cuda_version_for_driver};
+pub use crate::gpus::{DeviceNode, Gpu, MigDevice};
 use crate::inventory_cache::{self, PathState};
 use crate::roots::Roots;
+use safe_fs::Rootfs;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -40,47 +42,6 @@ pub struct Inventory {
     pub firmware: Vec<DriverFile>,
     /// What discovery left out, and why.
     pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Gpu {
-    pub index: u32,
-    pub minor: u32,
-    pub uuid: String,
-    pub pci_bus_id: String,
-    pub model: String,
-    /// Compute capability, e.g. "9.0".
-    pub arch: Option<String>,
-    pub brand: Option<String>,
-    pub node: Option<DeviceNode>,
-    /// Its DRM nodes (`/dev/dri/card1`, `/dev/dri/renderD128`), for the
-    /// graphics and display capabilities.
-    #[serde(default)]
-    pub drm_nodes: Vec<DeviceNode>,
-    pub migs: Vec<MigDevice>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MigDevice {
-    pub index: u32,
-    pub uuid: String,
-    pub gpu_instance: Option<u32>,
-    pub compute_instance: Option<u32>,
-    pub nodes: Vec<DeviceNode>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceNode {
-    /// Where the node is inside the container, e.g. `/dev/nvidia0`.
-    pub path: String,
-    /// Where it is on the host (under the dev root).
-    pub host_path: PathBuf,
-    pub major: u32,
-    pub minor: u32,
-    pub file_mode: u32,
 }
 
 /// Which source of GPU facts to use.
@@ -304,90 +265,6 @@ fn drm_nodes(dev_root: &Path, sys_devices: &Path, bus: &str) -> Vec<DeviceNode> 
     nodes
 }
 
-/// The CUDA version a driver branch supports, for hosts without NVML.
-pub fn cuda_version_for_driver(driver: &str) -> Option<String> {
-    let major: u32 = driver.split('.').next()?.parse().ok()?;
-    let table = [
-        (580, "13.0"),
-        (575, "12.9"),
-        (570, "12.8"),
-        (565, "12.7"),
-        (560, "12.6"),
-        (555, "12.5"),
-        (550, "12.4"),
-        (545, "12.3"),
-        (535, "12.2"),
-        (530, "12.1"),
-        (525, "12.0"),
-        (520, "11.8"),
-        (515, "11.7"),
-        (510, "11.6"),
-        (495, "11.5"),
-        (470, "11.4"),
-        (465, "11.3"),
-        (460, "11.2"),
-        (455, "11.1"),
-        (450, "11.0"),
-    ];
-    table
-        .iter()
-        .find(|(m, _)| major >= *m)
-        .map(|(_, v)| v.to_string())
-}
-
-/// Compute capability from the model name, for hosts without NVML.
-pub fn arch_for_model(model: &str) -> Option<String> {
-    let m = model.to_ascii_uppercase();
-    let table = [
-        ("B200", "10.0"),
-        ("B100", "10.0"),
-        ("GH200", "9.0"),
-        ("H200", "9.0"),
-        ("H100", "9.0"),
-        ("H800", "9.0"),
-        ("L40", "8.9"),
-        ("L4", "8.9"),
-        ("RTX 40", "8.9"),
-        ("A100", "8.0"),
-        ("A800", "8.0"),
-        ("A30", "8.0"),
-        ("A40", "8.6"),
-        ("A10", "8.6"),
-        ("A16", "8.6"),
-        ("A2", "8.6"),
-        ("RTX 30", "8.6"),
-        ("T4", "7.5"),
-        ("RTX 20", "7.5"),
-        ("V100", "7.0"),
-        ("P100", "6.0"),
-        ("P40", "6.1"),
-        ("P4", "6.1"),
-    ];
-    table
-        .iter()
-        .find(|(k, _)| m.contains(k))
-        .map(|(_, v)| v.to_string())
-}
-
-/// Brand from the model name, in NVML's lower-case words.
-pub fn brand_for_model(model: &str) -> Option<String> {
-    let m = model.to_ascii_lowercase();
-    let brand = if m.contains("geforce") {
-        "geforce"
-    } else if m.contains("quadro") {
-        "quadro"
-    } else if m.contains("titan") {
-        "titan"
-    } else if m.contains("tesla") {
-        "tesla"
-    } else if m.contains("nvidia") {
-        "nvidia"
-    } else {
-        return None;
-    };
-    Some(brand.to_owned())
-}
-
 /// GPUs from `/proc/driver/nvidia/gpus/<bus id>/information`, indexed in
 /// PCI bus order as NVML does.
 fn read_proc_gpus(proc_root: &Path) -> Vec<Gpu> {
@@ -575,31 +452,6 @@ mod tests {
             Some("0000:1a:00.0")
         );
         assert_eq!(sysfs_bus_id("nonsense"), None);
-    }
-
-    #[test]
-    fn version_tables() {
-        assert_eq!(
-            cuda_version_for_driver("535.309.01").as_deref(),
-            Some("12.2")
-        );
-        assert_eq!(
-            cuda_version_for_driver("550.54.15").as_deref(),
-            Some("12.4")
-        );
-        assert_eq!(cuda_version_for_driver("390.1"), None);
-        assert_eq!(
-            arch_for_model("NVIDIA H100 80GB HBM3").as_deref(),
-            Some("9.0")
-        );
-        assert_eq!(
-            arch_for_model("NVIDIA A100-SXM4-40GB").as_deref(),
-            Some("8.0")
-        );
-        assert_eq!(
-            brand_for_model("NVIDIA GeForce RTX 4090").as_deref(),
-            Some("geforce")
-        );
     }
 }
 

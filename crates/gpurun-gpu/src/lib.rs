@@ -12,6 +12,8 @@ pub mod devlist;
 pub mod driver_files;
 pub mod elf;
 pub mod flow;
+pub mod gpu_models;
+pub mod gpus;
 pub mod inventory;
 pub mod inventory_cache;
 pub mod ldcache;
@@ -24,7 +26,6 @@ pub mod slurm;
 pub use caps::Capability;
 pub use inventory::{discover, Inventory, Source};
 pub use roots::{RootFlags, Roots};
-pub mod in_root;
 pub mod plan;
 pub mod request;
 

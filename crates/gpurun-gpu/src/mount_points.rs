@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use oci_spec::runtime::{Mount, MountBuilder};
 
-use crate::in_root::Rootfs;
+use safe_fs::Rootfs;
 
 /// The overlay layer libcontainer (gpurun's patch) replaces with the
 /// destination directory itself, resolved inside the rootfs.

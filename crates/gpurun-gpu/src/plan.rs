@@ -9,11 +9,11 @@ use serde::Serialize;
 
 use crate::caps::Capability;
 use crate::devlist::{DeviceRef, DeviceSelection};
-use crate::in_root::Rootfs;
 use crate::inventory::{DeviceNode, DriverFile, FileKind, Gpu, Inventory};
 use crate::ldcache::{self, Entry};
 use crate::request::Request;
 use crate::require::Facts;
+use safe_fs::Rootfs;
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

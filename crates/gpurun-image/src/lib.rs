@@ -2,22 +2,22 @@
 //! save` archive, unpacked into a directory with every digest checked and
 //! no write outside it.
 
+pub mod defaults;
+pub mod oci;
 pub mod registry;
 pub mod source;
 pub mod unpack;
+mod user_namespace;
 
 use std::io::Read;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+pub use oci::sha256_hex;
 pub use source::{Image, Layer};
 pub use unpack::Stats;
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(bytes))
-}
+pub use user_namespace::in_user_namespace;
 
 /// What the caller hears while layers are unpacked.
 pub enum Progress<'a> {

@@ -23,10 +23,7 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde_json::{json, Value};
 
-use crate::source::check_digest;
-
-/// The OCI annotation that names an image in a layout's index.
-pub const REF_NAME: &str = "org.opencontainers.image.ref.name";
+use crate::oci::{check_digest, host_arch, sha256_hex, REF_NAME};
 
 const MANIFEST_TYPES: &[&str] = &[
     "application/vnd.oci.image.index.v1+json",
@@ -169,7 +166,7 @@ fn blob_file(cache: &Path, digest: &str) -> Result<PathBuf> {
 /// Writes `bytes` as the blob `digest` if it matches.
 fn store_verified(cache: &Path, digest: &str, bytes: &[u8]) -> Result<()> {
     let path = blob_file(cache, digest)?;
-    let actual = format!("sha256:{}", crate::sha256_hex(bytes));
+    let actual = format!("sha256:{}", sha256_hex(bytes));
     if actual != digest {
         bail!("the registry sent {actual} for {digest}: the image is corrupt or was tampered with");
     }
@@ -226,14 +223,6 @@ fn record(cache: &Path, name: &str, digest: &str, media_type: &str, size: u64) -
         br#"{"imageLayoutVersion":"1.0.0"}"#,
     )?;
     Ok(())
-}
-
-fn host_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    }
 }
 
 /// Pulls `reference` into `cache` and returns the name it has in the

@@ -10,6 +10,8 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
+use crate::oci::{check_digest, host_arch, sha256_hex, REF_NAME};
+
 /// Index, manifest and config files are small; larger ones are refused.
 const MAX_JSON: u64 = 16 << 20;
 
@@ -147,7 +149,7 @@ impl Store {
         self.open_file(name)?
             .take(MAX_JSON + 1)
             .read_to_end(&mut bytes)?;
-        let actual = crate::sha256_hex(&bytes);
+        let actual = sha256_hex(&bytes);
         if Some(actual.as_str()) != digest.strip_prefix("sha256:") {
             bail!("{name}: digest mismatch: expected {digest}, got sha256:{actual}; the image is corrupt or was tampered with");
         }
@@ -181,9 +183,7 @@ impl Descriptor {
     /// The name an OCI layout gives this image (`latest`, or a whole
     /// reference for gpurun's cache).
     fn ref_name(&self) -> Option<&str> {
-        self.annotations
-            .get(crate::registry::REF_NAME)
-            .map(String::as_str)
+        self.annotations.get(REF_NAME).map(String::as_str)
     }
 }
 
@@ -212,25 +212,8 @@ struct DockerEntry {
     layers: Vec<String>,
 }
 
-/// `sha256:<64 hex>`, the only digest gpurun verifies; anything else is
-/// refused rather than trusted unchecked.
-pub fn check_digest(digest: &str) -> Result<&str> {
-    match digest.strip_prefix("sha256:") {
-        Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(hex),
-        _ => bail!("unsupported digest {digest:?}: gpurun verifies sha256 digests only"),
-    }
-}
-
 fn blob_path(digest: &str) -> Result<String> {
     Ok(format!("blobs/sha256/{}", check_digest(digest)?))
-}
-
-fn host_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        other => other,
-    }
 }
 
 /// Finds the image in a store: OCI (index.json) or docker-save

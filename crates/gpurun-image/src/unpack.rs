@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::ffi::CString;
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -16,39 +16,8 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_BENEATH: u64 = 0x08;
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
 fn openat2_beneath(dir: &OwnedFd, path: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
-    let c_path = CString::new(if path.is_empty() { "." } else { path })
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: a valid dirfd, a NUL-terminated path and a sized open_how.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir.as_raw_fd(),
-            c_path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor from openat2.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    safe_fs::openat2(dir.as_fd(), Path::new(path), flags, safe_fs::BENEATH)
 }
 
 /// The path through which std's path-based calls reach `name` in the

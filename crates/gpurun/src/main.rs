@@ -1,34 +1,16 @@
 //! gpurun: a runc-compatible OCI runtime with native NVIDIA GPU support.
 
-mod adhoc;
-mod cgroup_path;
 mod cli;
 mod commands;
-mod containers;
-mod context;
-mod criu;
-mod detached_mount;
-mod executor;
-mod foreground;
-mod go_flags;
-mod gpu_roots;
-mod host_root;
-mod idmap;
-mod launch;
-mod logging;
-mod prepare;
-mod seal;
-mod signals;
-mod state_root;
-mod terminal;
-mod validate;
+mod runtime;
 
 use std::path::PathBuf;
 
 use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::Cli;
-use crate::context::{one_line, Ctx, Failure};
+use crate::runtime::context::{one_line, Ctx, Failure};
+use crate::runtime::{logging, seal, state_dir};
 
 fn main() {
     refuse_to_run_as_a_hook();
@@ -49,7 +31,7 @@ fn main() {
     let command = Cli::command();
     let mut argv = std::env::args_os();
     let program = argv.next().unwrap_or_else(|| "gpurun".into());
-    let args = go_flags::normalize(&command, argv.collect());
+    let args = cli::go_flags::normalize(&command, argv.collect());
     let matches = command.get_matches_from(std::iter::once(program).chain(args));
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     close_inherited_fds(&cli.command);
@@ -57,7 +39,8 @@ fn main() {
         // SAFETY: restoring a default disposition, before any thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    let target = match logging::init(&cli.global) {
+    let settings = cli.global.settings();
+    let target = match logging::init(&settings) {
         Ok(target) => target,
         Err(e) => {
             eprintln!("gpurun: {e:#}");
@@ -69,13 +52,10 @@ fn main() {
         cli::Command::Doctor { .. } | cli::Command::Import { .. } | cli::Command::LxcHook(_) => {
             Ok(PathBuf::new())
         }
-        _ => state_root::resolve(cli.global.root.as_deref()),
+        _ => state_dir::resolve(settings.root.as_deref()),
     };
     let result = state.and_then(|root| {
-        let ctx = Ctx {
-            global: cli.global,
-            root,
-        };
+        let ctx = Ctx { settings, root };
         commands::dispatch(&ctx, cli.command)
     });
     let code = match result {

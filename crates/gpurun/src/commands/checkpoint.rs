@@ -10,33 +10,26 @@ use anyhow::{bail, Context, Result};
 use libcontainer::container::ContainerStatus;
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
-use crate::{containers, context::Ctx, criu, prepare};
+use crate::cli::{CheckpointArgs, CriuFlags};
+use crate::runtime::{containers, context::Ctx, criu, prepare};
 
-/// runc's checkpoint flags.
-#[derive(clap::Args, Debug)]
-pub struct CheckpointArgs {
-    #[command(flatten)]
-    pub criu: criu::CriuFlags,
-    /// Leave the process running after checkpointing
-    #[arg(long)]
-    pub leave_running: bool,
-    /// Allow one to link unlinked files back when possible
-    #[arg(long)]
-    pub link_remap: bool,
-    /// ADDRESS:PORT of a CRIU page server to send the memory pages to
-    #[arg(long)]
-    pub page_server: Option<String>,
-    /// Path of a previous checkpoint's images, relative to --image-path
-    #[arg(long)]
-    pub parent_path: Option<String>,
-    /// Dump only the memory, for a later full checkpoint with --parent-path
-    #[arg(long)]
-    pub pre_dump: bool,
-    /// File descriptor CRIU writes \0 to once lazy pages are ready
-    #[arg(long)]
-    pub status_fd: Option<i32>,
-    /// Container ID
-    pub container_id: String,
+/// Sets the CRIU options checkpoint and restore share.
+pub fn apply_criu_flags(flags: &CriuFlags, client: &mut rust_criu::Criu) -> Result<()> {
+    client.set_log_level(4);
+    client.set_ext_unix_sk(flags.ext_unix_sk);
+    client.set_shell_job(flags.shell_job);
+    client.set_tcp_established(flags.tcp_established);
+    client.set_file_locks(flags.file_locks);
+    client.set_manage_cgroups(true);
+    client.set_auto_dedup(flags.auto_dedup);
+    client.set_lazy_pages(flags.lazy_pages);
+    for namespace in &flags.empty_ns {
+        if namespace != "network" {
+            bail!("--empty-ns {namespace}: CRIU can leave out only the network namespace");
+        }
+        client.set_empty_net_ns(true);
+    }
+    Ok(())
 }
 
 pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<()> {
@@ -151,7 +144,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<()> {
         }
     }
     client.set_log_file("dump.log".into());
-    args.criu.apply(&mut client)?;
+    apply_criu_flags(&args.criu, &mut client)?;
     if let Some(address) = &args.page_server {
         let (host, port) = address
             .rsplit_once(':')

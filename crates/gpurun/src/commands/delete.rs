@@ -5,7 +5,7 @@ use libcontainer::container::ContainerStatus;
 use libcontainer::signal::Signal;
 use liboci_cli::Delete;
 
-use crate::{containers, context::Ctx};
+use crate::runtime::{containers, context::Ctx};
 
 pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     let id = &args.container_id;

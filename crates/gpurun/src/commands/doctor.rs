@@ -9,8 +9,8 @@ use std::path::Path;
 use anyhow::Result;
 use gpurun_gpu::{flow, inventory, request, Source};
 
-use crate::idmap::{map_helpers, UserIds};
-use crate::{cgroup_path, context::Ctx, gpu_roots, state_root};
+use crate::runtime::idmap::{map_helpers, UserIds};
+use crate::runtime::{cgroup_path, context::Ctx, driver_paths, state_dir};
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
@@ -104,7 +104,7 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
     );
 
     // State directory.
-    match state_root::resolve(ctx.global.root.as_deref()) {
+    match state_dir::resolve(ctx.settings.root.as_deref()) {
         Ok(dir) if nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok() => r.line(
             Level::Ok,
             false,
@@ -239,7 +239,7 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
     // capabilities (utility, compute).
     // Inside a Slurm job, the job's allocation bounds it as it bounds a
     // container.
-    let gpu_verdict = match gpu_roots::resolve(&ctx.global).and_then(|roots| {
+    let gpu_verdict = match driver_paths::resolve(&ctx.settings).and_then(|roots| {
         let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
         let job = flow::SlurmJob::from_env(false)?;
         match flow::resolve(|| Ok(roots.clone()), request, job.as_ref(), None, None)? {

@@ -5,15 +5,15 @@ use libcontainer::syscall::syscall::SyscallType;
 use liboci_cli::Exec;
 use nix::sys::wait::{waitpid, WaitStatus};
 
-use crate::executor::GpurunExecutor;
-use crate::terminal::ConsoleSocket;
-use crate::{containers, context::Ctx};
+use crate::runtime::executor::GpurunExecutor;
+use crate::runtime::terminal::ConsoleSocket;
+use crate::runtime::{containers, context::Ctx};
 
 /// Runs a process in a running container; returns its exit code unless
 /// --detach. exec's own failures exit 255 and start with "exec failed", as
 /// runc's do: engines tell them from the process's own exit codes so.
 pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
-    exec_in(ctx, args).map_err(|e| e.context(crate::context::Failure::EXEC))
+    exec_in(ctx, args).map_err(|e| e.context(crate::runtime::context::Failure::EXEC))
 }
 
 fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {
@@ -50,7 +50,7 @@ fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {
     let sub_cgroup = match &args.cgroup {
         Some(sub) => {
             let cgroup = containers::cgroup_path(&container)?;
-            crate::cgroup_path::existing_sub_cgroup(&cgroup, sub)?
+            crate::runtime::cgroup_path::existing_sub_cgroup(&cgroup, sub)?
         }
         None => None,
     };

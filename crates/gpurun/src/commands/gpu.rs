@@ -6,10 +6,10 @@ use anyhow::{Context, Result};
 use gpurun_gpu::{cdi, flow, inventory, request, Source};
 
 use crate::cli::GpuCommand;
-use crate::{context::Ctx, gpu_roots, prepare};
+use crate::runtime::{context::Ctx, driver_paths, prepare};
 
 pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
-    let roots = gpu_roots::resolve(&ctx.global)?;
+    let roots = driver_paths::resolve(&ctx.settings)?;
     match command {
         GpuCommand::Info { json } => {
             let inv = inventory::discover(&roots, Source::Auto)?;

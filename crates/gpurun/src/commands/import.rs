@@ -7,67 +7,16 @@
 //! keep those owners inside the container.
 
 use std::fs;
-use std::io::{IsTerminal, Read, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use gpurun_gpu::in_root::Rootfs;
+use gpurun_image::defaults::{ImageDefaults, IMAGE_CONFIG};
 use gpurun_image::{Progress, Stats};
+use safe_fs::Rootfs;
 
-use crate::adhoc::{self, AdhocOptions};
-use crate::idmap::{map_helpers, UserIds};
-
-/// The image config an import keeps beside the rootfs.
-pub const IMAGE_CONFIG: &str = "image-config.json";
-
-/// What an imported image says a container runs with (`run --rootfs
-/// DIR/rootfs` reads it from DIR/image-config.json).
-#[derive(Debug, Default)]
-pub struct ImageDefaults {
-    pub command: Vec<String>,
-    pub env: Vec<String>,
-    pub workdir: Option<String>,
-}
-
-impl ImageDefaults {
-    /// The defaults of the image imported at `rootfs`'s parent, if any.
-    pub fn beside(rootfs: &Path) -> Result<Option<ImageDefaults>> {
-        let Some(path) = rootfs.parent().map(|d| d.join(IMAGE_CONFIG)) else {
-            return Ok(None);
-        };
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
-        };
-        let config: serde_json::Value = serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not an image config", path.display()))?;
-        Ok(Some(ImageDefaults::from_config(&config)))
-    }
-
-    fn from_config(config: &serde_json::Value) -> ImageDefaults {
-        let c = &config["config"];
-        let strings = |v: &serde_json::Value| -> Vec<String> {
-            v.as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|s| s.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let mut command = strings(&c["Entrypoint"]);
-        command.extend(strings(&c["Cmd"]));
-        ImageDefaults {
-            command,
-            env: strings(&c["Env"]),
-            workdir: c["WorkingDir"]
-                .as_str()
-                .filter(|w| w.starts_with('/'))
-                .map(str::to_owned),
-        }
-    }
-}
+use crate::runtime::idmap::UserIds;
+use crate::runtime::rootfs_spec::{self, AdhocOptions};
 
 /// Where an import reads from.
 enum ImageSource {
@@ -150,14 +99,17 @@ fn import_into(source: &ImageSource, image: &str, output: &Path) -> Result<()> {
     );
     let stats = match &user {
         None => unpack_reporting(&store, &resolved, &rootfs)?,
-        Some(user) => unpack_in_user_namespace(user, || {
-            let unpacked = unpack_reporting(&store, &resolved, &rootfs);
-            if unpacked.is_err() {
-                // Files owned by subordinate ids can only go from in here.
-                let _ = remove_tree(&rootfs);
-            }
-            unpacked
-        })?,
+        Some(user) => gpurun_image::in_user_namespace(
+            |pid| user.map_as_root(pid),
+            || {
+                let unpacked = unpack_reporting(&store, &resolved, &rootfs);
+                if unpacked.is_err() {
+                    // Files owned by subordinate ids can only go from in here.
+                    let _ = remove_tree(&rootfs);
+                }
+                unpacked
+            },
+        )?,
     };
     write_config(&resolved.config, output, &rootfs, user.as_ref())?;
     // The image's own config, for `run --rootfs DIR/rootfs` without a
@@ -319,101 +271,6 @@ fn unpack_reporting(
     stats
 }
 
-/// Runs `work` in a child process inside a new user namespace where we are
-/// root, with our subordinate ids mapped after us; returns what it returned.
-fn unpack_in_user_namespace(user: &UserIds, work: impl FnOnce() -> Result<Stats>) -> Result<Stats> {
-    use nix::sys::wait::{waitpid, WaitStatus};
-    use nix::unistd::{fork, ForkResult};
-
-    let (ready_r, ready_w) = nix::unistd::pipe()?;
-    let (go_r, go_w) = nix::unistd::pipe()?;
-    let (result_r, result_w) = nix::unistd::pipe()?;
-    // SAFETY: import runs no other threads; the child does its work and
-    // leaves with _exit.
-    match unsafe { fork() }? {
-        ForkResult::Child => {
-            drop((ready_r, go_w, result_r));
-            let outcome = (|| -> Result<Stats> {
-                nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
-                    .context("create a user namespace (see gpurun doctor)")?;
-                fs::File::from(ready_w).write_all(b"1")?;
-                let mut go = [0u8; 1];
-                if fs::File::from(go_r).read(&mut go)? != 1 || go[0] != b'1' {
-                    bail!("the id mappings could not be written");
-                }
-                nix::unistd::setresgid(0.into(), 0.into(), 0.into())
-                    .context("become root in the user namespace")?;
-                nix::unistd::setresuid(0.into(), 0.into(), 0.into())
-                    .context("become root in the user namespace")?;
-                work()
-            })();
-            let (code, text) = match outcome {
-                Ok(stats) => (0, serde_json::to_string(&stats).unwrap_or_default()),
-                Err(e) => (1, crate::context::one_line(&e)),
-            };
-            let _ = fs::File::from(result_w).write_all(text.as_bytes());
-            // SAFETY: ends the child without running the parent's exit path.
-            unsafe { libc::_exit(code) }
-        }
-        ForkResult::Parent { child } => {
-            drop((ready_w, go_r, result_w));
-            let mut ready = [0u8; 1];
-            let unshared = fs::File::from(ready_r).read(&mut ready).unwrap_or(0) == 1;
-            let mapped = if unshared {
-                write_mappings(child.as_raw() as u32, user)
-            } else {
-                Ok(())
-            };
-            let _ = fs::File::from(go_w).write_all(if mapped.is_ok() { b"1" } else { b"0" });
-            let mut text = String::new();
-            let _ = fs::File::from(result_r).read_to_string(&mut text);
-            let status = waitpid(child, None)?;
-            mapped?;
-            match status {
-                WaitStatus::Exited(_, 0) => Ok(serde_json::from_str(&text)?),
-                _ if !text.is_empty() => bail!("{text}"),
-                other => bail!("the unpacking process ended with {other:?}"),
-            }
-        }
-    }
-}
-
-fn write_mappings(pid: u32, user: &UserIds) -> Result<()> {
-    let (uids, gids) = user.root_mappings();
-    if uids.len() > 1 {
-        let (newuidmap, newgidmap) = map_helpers().context("newuidmap is missing")?;
-        for (helper, maps) in [(newuidmap, &uids), (newgidmap, &gids)] {
-            let mut cmd = std::process::Command::new(&helper);
-            cmd.arg(pid.to_string()).env_clear();
-            for (c, h, n) in maps.iter() {
-                cmd.args([c.to_string(), h.to_string(), n.to_string()]);
-            }
-            let out = cmd
-                .output()
-                .with_context(|| format!("run {}", helper.display()))?;
-            if !out.status.success() {
-                bail!(
-                    "{} failed: {}",
-                    helper.display(),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-            }
-        }
-    } else {
-        // Our own id alone needs no helper, but setgroups must be denied.
-        fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
-        fs::write(
-            format!("/proc/{pid}/uid_map"),
-            format!("0 {} 1\n", user.uid),
-        )?;
-        fs::write(
-            format!("/proc/{pid}/gid_map"),
-            format!("0 {} 1\n", user.gid),
-        )?;
-    }
-    Ok(())
-}
-
 /// `USER` of the image config as numeric ids, names looked up in the
 /// image's own /etc/passwd and /etc/group (inside the rootfs only).
 fn image_user(spec_user: &str, rootfs: &Path) -> Result<(u32, u32)> {
@@ -480,7 +337,7 @@ fn write_config(
     let env = defaults.env;
     let workdir = defaults.workdir.as_deref();
     let c = &config["config"];
-    let spec = adhoc::make_spec(&AdhocOptions {
+    let spec = rootfs_spec::make_spec(&AdhocOptions {
         rootfs: Path::new("rootfs"),
         command: &command,
         env: &env,
@@ -514,10 +371,13 @@ pub fn remove(dir: &Path) -> Result<i32> {
     if nix::unistd::geteuid().is_root() {
         remove_tree(&dir)?;
     } else {
-        unpack_in_user_namespace(&UserIds::current(), || {
-            remove_tree(&dir).with_context(|| format!("remove {}", dir.display()))?;
-            Ok(Stats::default())
-        })?;
+        gpurun_image::in_user_namespace(
+            |pid| UserIds::current().map_as_root(pid),
+            || {
+                remove_tree(&dir).with_context(|| format!("remove {}", dir.display()))?;
+                Ok(Stats::default())
+            },
+        )?;
     }
     Ok(0)
 }

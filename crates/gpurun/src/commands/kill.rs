@@ -5,7 +5,7 @@ use libcontainer::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::cli::KillArgs;
-use crate::{containers, context::Ctx, signals};
+use crate::runtime::{containers, context::Ctx, signals};
 
 pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
     let id = &args.container_id;

@@ -4,19 +4,8 @@ use anyhow::{bail, Result};
 use libcontainer::container::Container;
 use serde_json::json;
 
-use crate::{containers, context::Ctx};
-
-/// runc's list flags: `-f`/`--format` and `-q`/`--quiet` (liboci-cli's
-/// lacks `-f`, which runc users type).
-#[derive(clap::Args, Debug)]
-pub struct ListArgs {
-    /// Output format: table or json
-    #[arg(short, long, default_value = "table")]
-    pub format: String,
-    /// Only display container IDs
-    #[arg(short, long)]
-    pub quiet: bool,
-}
+use crate::cli::ListArgs;
+use crate::runtime::{containers, context::Ctx};
 
 pub fn list(ctx: &Ctx, args: ListArgs) -> Result<()> {
     let mut found = Vec::new();

@@ -28,20 +28,13 @@ use libcontainer::oci_spec::runtime::{
 };
 use libcontainer::rootfs::MountOptions;
 
-use crate::detached_mount::{detached_mount, FsOption};
-use crate::logging::LxcStep;
-use crate::{context::Ctx, host_root, logging, state_root};
+use crate::cli::LxcHookArgs;
+use crate::runtime::logging::LxcStep;
+use crate::runtime::{context::Ctx, logging, privilege, state_dir};
+use safe_fs::detached_mount::{detached_mount, FsOption};
 
 /// The spec mount type that stands for a mount LXC has already made.
 const ALREADY_MOUNTED: &str = "x-gpurun-lxc-mounted";
-
-#[derive(clap::Args, Debug)]
-pub struct LxcHookArgs {
-    /// What LXC passes to a version 0 hook: the container's name, the
-    /// section ("lxc") and the hook type ("mount")
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub lxc_args: Vec<String>,
-}
 
 pub fn lxc_hook(ctx: &Ctx, args: LxcHookArgs) -> Result<i32> {
     let (section, kind) = match std::env::var("LXC_HOOK_VERSION").as_deref() {
@@ -79,7 +72,7 @@ fn device_rules_file(ctx: &Ctx) -> Result<PathBuf> {
     let name = std::env::var("LXC_NAME").unwrap_or_default();
     let config = std::env::var("LXC_CONFIG_FILE").unwrap_or_default();
     let key = gpurun_gpu::mount_points::content_name(&[name.as_bytes(), config.as_bytes()]);
-    Ok(state_root::resolve(ctx.global.root.as_deref())?
+    Ok(state_dir::resolve(ctx.settings.root.as_deref())?
         .join(LXC_DEVICES_DIR)
         .join(format!("{}.devices", &key[..32])))
 }
@@ -87,7 +80,7 @@ fn device_rules_file(ctx: &Ctx) -> Result<PathBuf> {
 /// start-host: the GPU nodes' allow rules into the privileged container's
 /// cgroup v1 devices controller, found from LXC_PID in the host's view.
 fn allow_devices(ctx: &Ctx) -> Result<i32> {
-    if !host_root::is_host_root() {
+    if !privilege::is_host_root() {
         return Ok(0);
     }
     let file = device_rules_file(ctx)?;
@@ -172,11 +165,11 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
         );
     }
     logging::start_steps();
-    let privileged = host_root::is_host_root();
+    let privileged = privilege::is_host_root();
     // An unprivileged container's root cannot trust (or write) the host
     // root's driver cache; its inventory is made afresh.
     let cache = if privileged {
-        Some(state_root::resolve(ctx.global.root.as_deref())?.join(flow::CACHE_DIR))
+        Some(state_dir::resolve(ctx.settings.root.as_deref())?.join(flow::CACHE_DIR))
     } else {
         None
     };
@@ -185,9 +178,9 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
     // from the image's Env, so GPURUN_* there must not steer the hook.
     let roots = Roots::resolve(
         &RootFlags {
-            driver_root: ctx.global.driver_root.clone(),
-            dev_root: ctx.global.dev_root.clone(),
-            proc_root: ctx.global.proc_root.clone(),
+            driver_root: ctx.settings.driver_root.clone(),
+            dev_root: ctx.settings.dev_root.clone(),
+            proc_root: ctx.settings.proc_root.clone(),
         },
         &|_| None,
     )?;

@@ -27,7 +27,7 @@ pub mod verify;
 use anyhow::Result;
 
 use crate::cli::Command;
-use crate::context::Ctx;
+use crate::runtime::context::Ctx;
 
 /// Runs one command; the result is the process exit code.
 pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
@@ -57,7 +57,7 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
         Command::Import { image, output, .. } => {
             import::import(image.as_deref().unwrap_or_default(), &output)
         }
-        Command::Setup(args) => setup::setup(args, &ctx.global),
+        Command::Setup(args) => setup::setup(args, &ctx.settings),
         Command::LxcHook(args) => lxc_hook::lxc_hook(ctx, args),
         Command::Doctor { gpu } => doctor::doctor(ctx, gpu),
         Command::Gpu(crate::cli::GpuCommand::Verify { rootfs, gpus }) => {

@@ -20,42 +20,9 @@ use nix::mount::{mount, MsFlags};
 use nix::unistd::Pid;
 use rust_criu::rust_criu_protobuf::rpc::Criu_notify;
 
-use crate::prepare::{self, CreateOptions};
-use crate::{containers, context::Ctx, criu, foreground};
-
-#[derive(clap::Args, Debug)]
-pub struct RestoreArgs {
-    #[command(flatten)]
-    pub criu: criu::CriuFlags,
-    /// Accepted for runc compatibility: the restored processes keep the
-    /// LSM profile they were checkpointed with
-    #[arg(long)]
-    pub lsm_profile: Option<String>,
-    /// Accepted for runc compatibility (SELinux mount context)
-    #[arg(long)]
-    pub lsm_mount_context: Option<String>,
-    /// Path to the root of the bundle directory
-    #[arg(short, long, default_value = ".")]
-    pub bundle: PathBuf,
-    /// Detach from the container's process
-    #[arg(short, long)]
-    pub detach: bool,
-    /// File to write the process id to
-    #[arg(long)]
-    pub pid_file: Option<PathBuf>,
-    /// Disable the subreaper that reaps reparented processes
-    #[arg(long)]
-    pub no_subreaper: bool,
-    /// Accepted for runc compatibility (CRIU restores the root as it was)
-    #[arg(long)]
-    pub no_pivot: bool,
-    /// Accepted for runc compatibility: containers with a terminal are not
-    /// restored, so there is no pty to send
-    #[arg(long)]
-    pub console_socket: Option<PathBuf>,
-    /// Container ID
-    pub container_id: String,
-}
+use crate::cli::RestoreArgs;
+use crate::runtime::prepare::{self, CreateOptions};
+use crate::runtime::{containers, context::Ctx, criu, foreground};
 
 /// What the post-restore notification needs; CRIU's callback is a plain
 /// function, so it is handed over here.
@@ -86,7 +53,7 @@ pub fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<i32> {
         root: &ctx.root,
         id,
         bundle: &args.bundle,
-        global: &ctx.global,
+        settings: &ctx.settings,
         extra_env: &[],
         spec: None,
         slurm_gpus_by_default: false,
@@ -126,7 +93,7 @@ pub fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<i32> {
         &prepared.user_bundle,
         &state_dir,
     )?;
-    container.set_systemd(ctx.global.systemd_cgroup);
+    container.set_systemd(ctx.settings.systemd_cgroup);
     container.state.created = Some(chrono::Utc::now());
     container.save()?;
     let youki = YoukiConfig::from_spec(&prepared.spec, id)?;
@@ -138,7 +105,7 @@ pub fn restore(ctx: &Ctx, args: RestoreArgs) -> Result<i32> {
     .context("save the container's config")?;
     let manager = libcgroups::common::create_cgroup_manager(libcgroups::common::CgroupConfig {
         cgroup_path: youki.cgroup_path.clone(),
-        systemd_cgroup: ctx.global.systemd_cgroup,
+        systemd_cgroup: ctx.settings.systemd_cgroup,
         container_name: id.to_owned(),
     })?;
     made.manager = Some(containers::cgroup_manager(&container)?);
@@ -265,7 +232,7 @@ fn run_criu(
     }
 
     client.set_log_file("restore.log".into());
-    args.criu.apply(&mut client)?;
+    super::checkpoint::apply_criu_flags(&args.criu, &mut client)?;
     client.set_rst_sibling(true);
     client.set_orphan_pts_master(false);
     // The cgroups in the images are the old container's: CRIU leaves them

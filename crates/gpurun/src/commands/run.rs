@@ -1,14 +1,14 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use gpurun_gpu::in_root::Rootfs;
+use safe_fs::Rootfs;
 
-use crate::adhoc::{self, AdhocOptions};
 use crate::cli::RunArgs;
-use crate::commands::import::ImageDefaults;
-use crate::context::Ctx;
-use crate::idmap::UserIds;
-use crate::launch::{self, LaunchArgs};
+use crate::runtime::context::Ctx;
+use crate::runtime::idmap::UserIds;
+use crate::runtime::launch::{self, LaunchArgs};
+use crate::runtime::rootfs_spec::{self, AdhocOptions};
+use gpurun_image::defaults::ImageDefaults;
 
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     if args.rootfs.is_some() {
@@ -21,18 +21,14 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     let id = args.container_id.as_deref().unwrap_or_default();
     let bundle = args.bundle.clone().unwrap_or_else(|| ".".into());
     let launch_args = LaunchArgs {
-        id,
-        bundle: &bundle,
         pid_file: args.pid_file.as_ref(),
         console_socket: args.console_socket.as_ref(),
         preserve_fds: args.preserve_fds,
         no_pivot: args.no_pivot,
         detach: args.detach,
         extra_env: &gpu_env,
-        spec: None,
-        slurm_gpus_by_default: false,
-        output: None,
         relay_terminal: !args.detach,
+        ..LaunchArgs::new(id, &bundle)
     };
     finish(ctx, &args, launch_args)
 }
@@ -56,7 +52,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     let volumes = args
         .volumes
         .iter()
-        .map(|v| adhoc::parse_volume(v))
+        .map(|v| rootfs_spec::parse_volume(v))
         .collect::<Result<Vec<_>>>()?;
     // An imported image's own entrypoint, environment and working
     // directory (import keeps its config beside the rootfs).
@@ -71,7 +67,9 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     // user in, then -e.
     let mut env: Vec<String> = image.env.clone();
     env.extend(std::env::var("TERM").map(|t| format!("TERM={t}")));
-    env.extend(adhoc::resolve_env(&args.env, |k| std::env::var(k).ok())?);
+    env.extend(rootfs_spec::resolve_env(&args.env, |k| {
+        std::env::var(k).ok()
+    })?);
     let user = (!nix::unistd::geteuid().is_root()).then(UserIds::current);
     let host_network = !args.private_network;
     let host_files: Vec<&str> = if host_network {
@@ -79,7 +77,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     } else {
         Vec::new()
     };
-    let spec = adhoc::make_spec(&AdhocOptions {
+    let spec = rootfs_spec::make_spec(&AdhocOptions {
         rootfs: &rootfs,
         command: &command,
         env: &env,
@@ -96,8 +94,6 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         .unwrap_or_else(|| format!("gpurun-{}", std::process::id()));
     let gpu_env = args.gpu_env();
     let launch_args = LaunchArgs {
-        id: &id,
-        bundle: &rootfs,
         pid_file: args.pid_file.as_ref(),
         console_socket: args.console_socket.as_ref(),
         preserve_fds: args.preserve_fds,
@@ -106,8 +102,8 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         extra_env: &gpu_env,
         spec: Some(spec),
         slurm_gpus_by_default: args.gpus.is_none(),
-        output: None,
         relay_terminal: !args.detach,
+        ..LaunchArgs::new(&id, &rootfs)
     };
     if args.detach && !args.keep {
         return run_detached_and_deleted(ctx, launch_args);
@@ -150,8 +146,9 @@ fn run_detached_and_deleted(ctx: &Ctx, mut launch_args: LaunchArgs) -> Result<i3
                 match launch::run_foreground(ctx, launch_args, true, false, Some(&mut writer)) {
                     Ok(code) => code,
                     Err(e) => {
-                        let _ = writer
-                            .write_all(format!("{}\n", crate::context::one_line(&e)).as_bytes());
+                        let _ = writer.write_all(
+                            format!("{}\n", crate::runtime::context::one_line(&e)).as_bytes(),
+                        );
                         1
                     }
                 };

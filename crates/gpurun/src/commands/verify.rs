@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use gpurun_gpu::{flow, plan};
 use libcontainer::oci_spec::runtime::Spec;
 
-use crate::launch::{self, LaunchArgs};
-use crate::{context::Ctx, gpu_roots};
+use crate::runtime::launch::{self, LaunchArgs};
+use crate::runtime::{context::Ctx, driver_paths};
 
 /// Libraries nvidia-smi links against, copied from the host into the
 /// throwaway rootfs when no --rootfs is given.
@@ -108,18 +108,9 @@ fn run_smi(
     let code = launch::run_foreground(
         ctx,
         LaunchArgs {
-            id: &id,
-            bundle: &bundle,
-            pid_file: None,
-            console_socket: None,
-            preserve_fds: 0,
-            no_pivot: false,
             detach: false,
-            extra_env: &[],
             output: Some(out.into()),
-            relay_terminal: false,
-            spec: None,
-            slurm_gpus_by_default: false,
+            ..LaunchArgs::new(&id, &bundle)
         },
         true,
         false,
@@ -131,7 +122,7 @@ fn run_smi(
 /// Returns the exit code: 0 when the container saw exactly the GPUs it was
 /// given, 1 otherwise (the report says why).
 pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<i32> {
-    let roots = gpu_roots::resolve(&ctx.global)?;
+    let roots = driver_paths::resolve(&ctx.settings)?;
     let inv = flow::inventory(&roots, Some(&ctx.root.join(flow::CACHE_DIR)))?;
     let selection = gpurun_gpu::devlist::parse(Some(gpus))?;
     let expected: Vec<String> = plan::select_gpus(&inv, &selection)?

@@ -1425,28 +1425,7 @@ fn make_file_in_root(root: BorrowedFd, dest: &Path) -> std::io::Result<()> {
 
 /// `path` opened with O_PATH, resolved as if `root` were `/`.
 fn resolve_in_root(root: BorrowedFd, path: &Path) -> std::io::Result<OwnedFd> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: open_how is plain data; all-zero is its "no options" value.
-    let mut how: libc::open_how = unsafe { mem::zeroed() };
-    how.flags = (libc::O_PATH | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: valid fd, NUL-terminated path and an open_how of the size given.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root.as_raw_fd(),
-            path.as_ptr(),
-            &how as *const libc::open_how,
-            mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: openat2 returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    safe_fs::openat2(root, path, libc::O_PATH, safe_fs::IN_ROOT)
 }
 
 fn expect_dir(fd: &OwnedFd) -> std::io::Result<()> {

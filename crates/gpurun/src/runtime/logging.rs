@@ -17,7 +17,7 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 use tracing_subscriber::Layer;
 
-use crate::cli::GlobalFlags;
+use crate::runtime::context::Settings;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
@@ -238,7 +238,7 @@ impl<S: Subscriber> Layer<S> for LogLayer {
     }
 }
 
-pub fn init(flags: &GlobalFlags) -> Result<LogTarget> {
+pub fn init(flags: &Settings) -> Result<LogTarget> {
     let (sink, format, to_file): (Box<dyn Write + Send>, Format, bool) = match &flags.log {
         Some(path) => {
             let file = OpenOptions::new()

@@ -44,7 +44,7 @@ impl Executor for GpurunExecutor {
             .as_ref()
             .and_then(|p| p.args().as_deref())
             .unwrap_or_default();
-        tracing::debug!(target: "gpurun::steps", "{} exec {:?}", crate::logging::Step::Exec.number(), args.join(" "));
+        tracing::debug!(target: "gpurun::steps", "{} exec {:?}", crate::runtime::logging::Step::Exec.number(), args.join(" "));
         let Some(program) = args.first() else {
             return Err(ExecutorError::InvalidArg);
         };
@@ -76,7 +76,7 @@ impl Executor for GpurunExecutor {
         // In the log, where engines read errors (level=error), and on the
         // container's stderr, where its user looks.
         tracing::error!(target: "gpurun", "{line}");
-        if crate::logging::logs_to_file() {
+        if crate::runtime::logging::logs_to_file() {
             eprintln!("gpurun: {line}");
         }
         Err(ExecutorError::Execution(line.into()))

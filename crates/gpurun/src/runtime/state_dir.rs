@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 pub fn resolve(flag: Option<&Path>) -> Result<PathBuf> {
     let root = match flag {
         Some(path) => path.to_path_buf(),
-        None if crate::host_root::is_host_root() => PathBuf::from("/run/gpurun"),
+        None if crate::runtime::privilege::is_host_root() => PathBuf::from("/run/gpurun"),
         None => match std::env::var_os("XDG_RUNTIME_DIR") {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("gpurun"),
             // Batch jobs (Slurm, cron) often have no XDG_RUNTIME_DIR.

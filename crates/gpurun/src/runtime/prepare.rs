@@ -15,9 +15,9 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 use gpurun_gpu::apply::{self, Phase};
 use gpurun_gpu::{flow, request};
 
-use crate::cli::GlobalFlags;
-use crate::logging::Step;
-use crate::{cgroup_path, containers, gpu_roots, logging};
+use crate::runtime::context::Settings;
+use crate::runtime::logging::Step;
+use crate::runtime::{cgroup_path, containers, driver_paths, logging};
 
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -81,7 +81,7 @@ pub struct CreateOptions<'a> {
     pub root: &'a Path,
     pub id: &'a str,
     pub bundle: &'a Path,
-    pub global: &'a GlobalFlags,
+    pub settings: &'a Settings,
     /// `KEY=VALUE` added to the container's environment (`run --gpus`).
     pub extra_env: &'a [String],
     /// A spec made on the fly (`run --rootfs`) instead of `<bundle>/config.json`.
@@ -122,9 +122,9 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     if spec.linux().is_none() {
         bail!("config.json has no \"linux\" section: gpurun runs Linux containers only");
     }
-    crate::validate::normalize_rootfs_propagation(&mut spec);
-    crate::validate::normalize_device_access(&mut spec);
-    crate::validate::check(&spec)?;
+    crate::runtime::validate::normalize_rootfs_propagation(&mut spec);
+    crate::runtime::validate::normalize_device_access(&mut spec);
+    crate::runtime::validate::check(&spec)?;
 
     // The lock: exactly one create of this id gets past here.
     let dir = containers::creating_dir(opts.root, opts.id);
@@ -158,7 +158,9 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         // Created now; `start` refuses it (see executor::NO_PROCESS_MARKER).
         let mut stand_in = libcontainer::oci_spec::runtime::Process::default();
         stand_in.set_args(Some(vec!["gpurun-no-process".into()]));
-        stand_in.set_env(Some(vec![crate::executor::NO_PROCESS_MARKER.into()]));
+        stand_in.set_env(Some(vec![
+            crate::runtime::executor::NO_PROCESS_MARKER.into()
+        ]));
         stand_in.set_terminal(Some(false));
         spec.set_process(Some(stand_in));
         prepared.no_process = true;
@@ -196,7 +198,7 @@ fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Pa
     let req = request::from_spec(spec)?;
     let job = flow::SlurmJob::from_env(opts.slurm_gpus_by_default)?;
     let (req, planned) = flow::resolve(
-        || gpu_roots::resolve(opts.global),
+        || driver_paths::resolve(opts.settings),
         req,
         job.as_ref(),
         Some(rootfs),
@@ -260,7 +262,7 @@ fn check_process_cwd(spec: &Spec, rootfs: &Path) -> Result<()> {
     let Some(cwd) = spec.process().as_ref().map(|p| p.cwd().clone()) else {
         return Ok(());
     };
-    let root = gpurun_gpu::in_root::Rootfs::open(rootfs)
+    let root = safe_fs::Rootfs::open(rootfs)
         .with_context(|| format!("open rootfs {}", rootfs.display()))?;
     let resolved = root.resolve(&cwd).map(|(path, _)| path).map_err(|e| {
         anyhow::anyhow!(
@@ -309,7 +311,7 @@ fn bind_sources_from_the_bundle(spec: &mut Spec, bundle: &Path) {
 /// missing without following anything. procfs, sysfs and /dev must not be
 /// symlinks at all: a hostile image would move them under its control.
 fn resolve_mount_destinations(spec: &mut Spec, rootfs: &Path) -> Result<()> {
-    let root = gpurun_gpu::in_root::Rootfs::open(rootfs)
+    let root = safe_fs::Rootfs::open(rootfs)
         .with_context(|| format!("open rootfs {}", rootfs.display()))?;
     let Some(mounts) = spec.mounts_mut().as_mut() else {
         return Ok(());
@@ -352,7 +354,7 @@ fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {
     let path = cgroup_path::choose(
         linux.cgroups_path().as_deref(),
         opts.id,
-        opts.global.systemd_cgroup,
+        opts.settings.systemd_cgroup,
     )?;
     linux.set_cgroups_path(Some(path));
     Ok(())
@@ -363,7 +365,7 @@ fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {
 /// every open. Say so, naming the device, before anything is made.
 fn check_devices_can_be_opened(spec: &Spec) -> Result<()> {
     use std::os::unix::fs::FileTypeExt;
-    if crate::host_root::is_host_root() {
+    if crate::runtime::privilege::is_host_root() {
         return Ok(());
     }
     let mut nodes: Vec<PathBuf> = spec
@@ -400,7 +402,7 @@ fn check_devices_can_be_opened(spec: &Spec) -> Result<()> {
 /// cgroup delegation, a container without cgroup limits (as runc does) and
 /// a warning that says so.
 fn apply_rootless(spec: &mut Spec) -> Result<()> {
-    if crate::host_root::is_host_root() {
+    if crate::runtime::privilege::is_host_root() {
         return Ok(());
     }
     let linux = spec.linux_mut().as_mut().expect("checked above");

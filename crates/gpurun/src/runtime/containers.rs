@@ -67,7 +67,7 @@ pub fn stop_killed_create(container: &Container, creating_dir: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         if let Some(path) = &cgroup {
-            for pid in crate::cgroup_path::pids(path) {
+            for pid in crate::runtime::cgroup_path::pids(path) {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             }
         }

@@ -6,6 +6,8 @@ use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use crate::openat2::syscall_result;
+
 /// A string option for fsconfig; a failed optional one is skipped (an
 /// older kernel may not know it).
 pub struct FsOption<'a> {
@@ -14,27 +16,19 @@ pub struct FsOption<'a> {
     pub required: bool,
 }
 
-fn check(rc: libc::c_long) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc as libc::c_int)
-    }
-}
-
 /// Mounts a `fstype` with `options` and the `MOUNT_ATTR_*` `attributes`,
 /// and returns the mount's root, close-on-exec.
 pub fn detached_mount(fstype: &CStr, options: &[FsOption], attributes: u64) -> io::Result<OwnedFd> {
     // SAFETY: the new mount API with NUL-terminated strings; every result
     // is a new descriptor owned here.
     unsafe {
-        let context = OwnedFd::from_raw_fd(check(libc::syscall(
+        let context = OwnedFd::from_raw_fd(syscall_result(libc::syscall(
             libc::SYS_fsopen,
             fstype.as_ptr(),
             libc::FSOPEN_CLOEXEC,
         ))?);
         for option in options {
-            let set = check(libc::syscall(
+            let set = syscall_result(libc::syscall(
                 libc::SYS_fsconfig,
                 context.as_raw_fd(),
                 libc::FSCONFIG_SET_STRING,
@@ -46,7 +40,7 @@ pub fn detached_mount(fstype: &CStr, options: &[FsOption], attributes: u64) -> i
                 set?;
             }
         }
-        check(libc::syscall(
+        syscall_result(libc::syscall(
             libc::SYS_fsconfig,
             context.as_raw_fd(),
             libc::FSCONFIG_CMD_CREATE,
@@ -54,7 +48,7 @@ pub fn detached_mount(fstype: &CStr, options: &[FsOption], attributes: u64) -> i
             std::ptr::null::<libc::c_void>(),
             0,
         ))?;
-        Ok(OwnedFd::from_raw_fd(check(libc::syscall(
+        Ok(OwnedFd::from_raw_fd(syscall_result(libc::syscall(
             libc::SYS_fsmount,
             context.as_raw_fd(),
             libc::FSMOUNT_CLOEXEC,

@@ -3,9 +3,9 @@
 use anyhow::Result;
 use gpurun_gpu::{RootFlags, Roots};
 
-use crate::cli::GlobalFlags;
+use crate::runtime::context::Settings;
 
-pub fn resolve(flags: &GlobalFlags) -> Result<Roots> {
+pub fn resolve(flags: &Settings) -> Result<Roots> {
     Roots::resolve(
         &RootFlags {
             driver_root: flags.driver_root.clone(),

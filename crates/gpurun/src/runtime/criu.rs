@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::Spec;
 use rust_criu::Criu;
 
-use crate::context::Ctx;
+use crate::runtime::context::Ctx;
 
 /// CRIU 3.15 is the oldest with the RPC options used here (as crun).
 const CRIU_MINIMUM: u32 = 31500;
@@ -23,7 +23,7 @@ pub const CGROUP_MOUNTS: &str = "gpurun-cgroup-mounts.json";
 /// A CRIU client for `--criu` (default: criu on PATH), checked to run.
 pub fn client(ctx: &Ctx) -> Result<Criu> {
     let path = ctx
-        .global
+        .settings
         .criu
         .as_deref()
         .unwrap_or(Path::new("criu"))
@@ -44,64 +44,6 @@ pub fn client(ctx: &Ctx) -> Result<Criu> {
         );
     }
     Criu::new_with_criu_path(path.clone()).map_err(|e| anyhow::anyhow!("criu {path}: {e}"))
-}
-
-/// The flags runc's checkpoint and restore share.
-#[derive(clap::Args, Debug)]
-pub struct CriuFlags {
-    /// Path to the criu image files
-    #[arg(long, default_value = "checkpoint")]
-    pub image_path: PathBuf,
-    /// Path for work files and logs
-    #[arg(long)]
-    pub work_path: Option<PathBuf>,
-    /// Allow open tcp connections
-    #[arg(long)]
-    pub tcp_established: bool,
-    /// Allow external unix sockets
-    #[arg(long)]
-    pub ext_unix_sk: bool,
-    /// Allow shell jobs
-    #[arg(long)]
-    pub shell_job: bool,
-    /// Handle file locks
-    #[arg(long)]
-    pub file_locks: bool,
-    /// Deduplicate the memory images of a parent checkpoint
-    #[arg(long)]
-    pub auto_dedup: bool,
-    /// Dump or restore memory pages lazily (needs CRIU's lazy-pages daemon)
-    #[arg(long)]
-    pub lazy_pages: bool,
-    /// Namespaces saved without their contents: only "network" (CRIU's limit)
-    #[arg(long)]
-    pub empty_ns: Vec<String>,
-    /// cgroups mode for checkpoint: soft, full, strict or ignore (restore
-    /// accepts it; gpurun moves the restored processes into the container's
-    /// cgroup itself)
-    #[arg(long, default_value = "soft", value_parser = ["soft", "full", "strict", "ignore"])]
-    pub manage_cgroups_mode: String,
-}
-
-impl CriuFlags {
-    /// Sets what checkpoint and restore share on the CRIU client.
-    pub fn apply(&self, client: &mut Criu) -> Result<()> {
-        client.set_log_level(4);
-        client.set_ext_unix_sk(self.ext_unix_sk);
-        client.set_shell_job(self.shell_job);
-        client.set_tcp_established(self.tcp_established);
-        client.set_file_locks(self.file_locks);
-        client.set_manage_cgroups(true);
-        client.set_auto_dedup(self.auto_dedup);
-        client.set_lazy_pages(self.lazy_pages);
-        for namespace in &self.empty_ns {
-            if namespace != "network" {
-                bail!("--empty-ns {namespace}: CRIU can leave out only the network namespace");
-            }
-            client.set_empty_net_ns(true);
-        }
-        Ok(())
-    }
 }
 
 /// A GPU container's CUDA state lives in the driver, which CRIU cannot

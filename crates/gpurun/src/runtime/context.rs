@@ -1,13 +1,28 @@
-//! What every command gets (the global flags and the state root), and how
+//! What every command gets (the user's settings and the state root), and how
 //! a command's failure reaches the user: one line, and runc's exit code.
 
 use std::path::PathBuf;
 
-use crate::cli::GlobalFlags;
+/// What the user set for every command (runc's global flags and gpurun's
+/// driver paths), as plain data: the command line is parsed above this.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// The state root asked for; `state_dir::resolve` picks the default.
+    pub root: Option<PathBuf>,
+    pub log: Option<PathBuf>,
+    /// "text" or "json".
+    pub log_format: Option<String>,
+    pub debug: bool,
+    pub systemd_cgroup: bool,
+    pub driver_root: Option<PathBuf>,
+    pub dev_root: Option<PathBuf>,
+    pub proc_root: Option<PathBuf>,
+    pub criu: Option<PathBuf>,
+}
 
-/// What every command gets: the parsed global flags and the state root.
+/// What every command gets: the user's settings and the state root.
 pub struct Ctx {
-    pub global: GlobalFlags,
+    pub settings: Settings,
     pub root: PathBuf,
 }
 

@@ -5,23 +5,11 @@
 //! root (`/run/nvidia/driver`, a fake host) whose absolute symlinks mean
 //! paths under that root, not on this host.
 
-use std::ffi::CString;
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-
-const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-const RESOLVE_IN_ROOT: u64 = 0x10;
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
 
 /// A directory handle on a tree treated as `/`.
 pub struct Rootfs {
@@ -94,34 +82,7 @@ impl Rootfs {
     /// Opens `path` (relative to the rootfs, symlinks resolved inside it).
     pub fn open_in(&self, path: &Path, flags: libc::c_int) -> io::Result<File> {
         let rel = path.strip_prefix("/").unwrap_or(path);
-        let rel = if rel.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            rel
-        };
-        let c_path = CString::new(rel.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))?;
-        let how = OpenHow {
-            flags: (flags | libc::O_CLOEXEC) as u64,
-            mode: 0,
-            resolve: RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        };
-        // SAFETY: valid dirfd, NUL-terminated path, and a correctly sized
-        // open_how; the result is a new fd we own.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                self.root.as_raw_fd(),
-                c_path.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a fresh descriptor from openat2.
-        Ok(unsafe { File::from_raw_fd(fd as i32) })
+        Ok(crate::openat2::openat2(self.root.as_fd(), rel, flags, crate::openat2::IN_ROOT)?.into())
     }
 
     /// Where an open file really is, as an absolute path inside the root.
@@ -263,6 +224,9 @@ impl Rootfs {
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+
     use super::*;
 
     #[test]

@@ -5,6 +5,21 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod criu;
+mod events;
+pub mod go_flags;
+mod run;
+mod setup;
+mod update;
+
+pub use criu::{CheckpointArgs, CriuFlags, RestoreArgs};
+pub use events::EventsArgs;
+pub use run::RunArgs;
+pub use setup::{Engine, LxcHookArgs, SetupArgs};
+pub use update::UpdateArgs;
+
+use crate::runtime::context::Settings;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "gpurun",
@@ -66,6 +81,23 @@ pub struct GlobalFlags {
     pub rootless: Option<String>,
 }
 
+impl GlobalFlags {
+    /// The flags as the layers below the command line take them.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            root: self.root.clone(),
+            log: self.log.clone(),
+            log_format: self.log_format.clone(),
+            debug: self.debug,
+            systemd_cgroup: self.systemd_cgroup,
+            driver_root: self.driver_root.clone(),
+            dev_root: self.dev_root.clone(),
+            proc_root: self.proc_root.clone(),
+            criu: self.criu.clone(),
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Create a container from a bundle; start it with `start`
@@ -83,25 +115,25 @@ pub enum Command {
     /// Run a new process inside a running container
     Exec(liboci_cli::Exec),
     /// Checkpoint a running container with CRIU (it stops unless --leave-running)
-    Checkpoint(crate::commands::checkpoint::CheckpointArgs),
+    Checkpoint(CheckpointArgs),
     /// Restore a container from a checkpoint
-    Restore(crate::commands::restore::RestoreArgs),
+    Restore(RestoreArgs),
     /// List the processes of a container
     Ps(liboci_cli::Ps),
     /// List containers
-    List(crate::commands::list::ListArgs),
+    List(ListArgs),
     /// Freeze all processes of a container
     Pause(liboci_cli::Pause),
     /// Thaw a paused container
     Resume(liboci_cli::Resume),
     /// Change a container's cgroup limits
-    Update(crate::commands::update::UpdateArgs),
+    Update(UpdateArgs),
     /// Print what this runtime supports, as JSON
     Features(liboci_cli::Features),
     /// Write a starter config.json
     Spec(liboci_cli::Spec),
     /// Print container events and statistics
-    Events(crate::commands::events::EventsArgs),
+    Events(EventsArgs),
     /// Unpack an image (a registry's, an OCI layout, an OCI archive or a
     /// docker-save archive) into a bundle
     Import {
@@ -119,10 +151,10 @@ pub enum Command {
         output: PathBuf,
     },
     /// Register gpurun in containerd's, Docker's, Podman's or LXC's config
-    Setup(crate::commands::setup::SetupArgs),
+    Setup(SetupArgs),
     /// LXC mount hook (lxc.hook.mount = gpurun lxc-hook): GPUs for an LXC
     /// container from NVIDIA_* in its lxc.environment
-    LxcHook(crate::commands::lxc_hook::LxcHookArgs),
+    LxcHook(LxcHookArgs),
     /// Check whether this user can run containers and GPU containers here
     Doctor {
         /// Also exit non-zero when a GPU container would get no GPU
@@ -170,92 +202,16 @@ pub enum GpuCommand {
     },
 }
 
-/// `run`: runc's flags, GPU shortcuts, and the HPC form that needs no
-/// config.json: `run --rootfs DIR [-v SRC:DST] [-e K=V] [-w DIR] -- CMD`.
-#[derive(Args, Debug)]
-pub struct RunArgs {
-    /// Path to the bundle directory, containing config.json and root filesystem
-    #[arg(short, long, conflicts_with = "rootfs")]
-    pub bundle: Option<PathBuf>,
-    /// Unix socket (file) path, which will receive the pseudoterminal's master fd
+/// runc's list flags: `-f`/`--format` and `-q`/`--quiet` (liboci-cli's
+/// lacks `-f`, which runc users type).
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    /// Output format: table or json
+    #[arg(short, long, default_value = "table")]
+    pub format: String,
+    /// Only display container IDs
     #[arg(short, long)]
-    pub console_socket: Option<PathBuf>,
-    /// File to write the pid of the container's init to
-    #[arg(short, long)]
-    pub pid_file: Option<PathBuf>,
-    /// Disable the use of the subreaper used to reap reparented processes
-    #[arg(long)]
-    pub no_subreaper: bool,
-    /// Do not use pivot root to jail process inside rootfs
-    #[arg(long)]
-    pub no_pivot: bool,
-    /// Do not create a new session keyring for the container
-    #[arg(long)]
-    pub no_new_keyring: bool,
-    /// Pass N additional file descriptors to the container
-    #[arg(long, default_value = "0")]
-    pub preserve_fds: i32,
-    /// Keep container's state directory and cgroup after the container exits
-    #[arg(long)]
-    pub keep: bool,
-    /// Detach from the container process (with --rootfs: print the id,
-    /// discard the output, delete the container when it exits)
-    #[arg(short, long)]
-    pub detach: bool,
-
-    /// GPUs for the container: all, none, indexes (0,1) or UUIDs; the same
-    /// as setting NVIDIA_VISIBLE_DEVICES in config.json
-    #[arg(long)]
-    pub gpus: Option<String>,
-    /// Driver capabilities (NVIDIA_DRIVER_CAPABILITIES), e.g. compute,utility
-    #[arg(long)]
-    pub gpu_capabilities: Option<String>,
-
-    /// Run this root filesystem directly, with a spec made on the fly
-    /// (rootless for a non-root user, host network)
-    #[arg(long, value_name = "DIR")]
-    pub rootfs: Option<PathBuf>,
-    /// With --rootfs: bind SRC on the host at DST in the container (:ro for read-only)
-    #[arg(
-        short = 'v',
-        long = "volume",
-        value_name = "SRC:DST[:ro]",
-        requires = "rootfs"
-    )]
-    pub volumes: Vec<String>,
-    /// With --rootfs: set K=V in the container's environment (K alone copies ours)
-    #[arg(short = 'e', long = "env", value_name = "K=V", requires = "rootfs")]
-    pub env: Vec<String>,
-    /// With --rootfs: the working directory inside the container
-    #[arg(short = 'w', long = "workdir", value_name = "DIR", requires = "rootfs")]
-    pub workdir: Option<String>,
-    /// With --rootfs: keep your uid and gid inside instead of becoming root
-    #[arg(long, requires = "rootfs")]
-    pub keep_uid: bool,
-    /// With --rootfs: a private network namespace instead of the host's
-    #[arg(long, requires = "rootfs")]
-    pub private_network: bool,
-
-    /// The container id (made up with --rootfs when left out)
-    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new(), required_unless_present = "rootfs")]
-    pub container_id: Option<String>,
-    /// With --rootfs: the command and its arguments, after `--`
-    #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
-
-impl RunArgs {
-    /// The environment the GPU flags stand for.
-    pub fn gpu_env(&self) -> Vec<String> {
-        let mut env = Vec::new();
-        if let Some(gpus) = &self.gpus {
-            env.push(format!("NVIDIA_VISIBLE_DEVICES={gpus}"));
-        }
-        if let Some(caps) = &self.gpu_capabilities {
-            env.push(format!("NVIDIA_DRIVER_CAPABILITIES={caps}"));
-        }
-        env
-    }
+    pub quiet: bool,
 }
 
 /// `kill ID [SIGNAL]`: the signal defaults to SIGTERM, as in runc.

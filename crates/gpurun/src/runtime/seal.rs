@@ -20,8 +20,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::detached_mount::{detached_mount, FsOption};
 use anyhow::{Context, Result};
+use safe_fs::detached_mount::{detached_mount, FsOption};
+use safe_fs::syscall_result as check;
 
 /// The copy can neither change size nor get new seals...
 const FIXED: libc::c_int = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
@@ -74,14 +75,6 @@ fn seal(fd: libc::c_int) -> io::Result<()> {
     Err(io::Error::from_raw_os_error(libc::EBUSY))
 }
 
-fn check(rc: libc::c_long) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc as libc::c_int)
-    }
-}
-
 /// Overlay's escapes for a path in `lowerdir`.
 fn escape_layer(path: &Path) -> Vec<u8> {
     let mut out = Vec::new();
@@ -123,7 +116,7 @@ fn through_private_overlay(exe: &Path) -> io::Result<OwnedFd> {
     let (Some(dir), Some(name)) = (exe.parent(), exe.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
-    let empty = if crate::host_root::in_user_namespace() {
+    let empty = if crate::runtime::privilege::in_user_namespace() {
         Some(EmptyLayer::new()?)
     } else {
         None
@@ -261,9 +254,10 @@ pub struct ContainerIds {
 impl ContainerIds {
     fn of_caller() -> ContainerIds {
         use nix::unistd::{getegid, geteuid, getgroups};
-        let user = crate::idmap::UserIds::current();
+        let user = crate::runtime::idmap::UserIds::current();
         let one = |id: u32| (id, id);
-        let range = |r: &crate::idmap::SubRange| (r.start, r.start.saturating_add(r.count - 1));
+        let range =
+            |r: &crate::runtime::idmap::SubRange| (r.start, r.start.saturating_add(r.count - 1));
         let mut uids = vec![one(user.uid), one(geteuid().as_raw())];
         uids.extend(user.subuids.iter().map(range));
         let mut gids: Vec<_> = [user.gid, getegid().as_raw()]

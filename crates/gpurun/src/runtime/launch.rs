@@ -7,10 +7,10 @@ use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::Container;
 use libcontainer::syscall::syscall::SyscallType;
 
-use crate::context::Ctx;
-use crate::executor::GpurunExecutor;
-use crate::prepare::{self, CreateOptions};
-use crate::terminal::ConsoleSocket;
+use crate::runtime::context::Ctx;
+use crate::runtime::executor::GpurunExecutor;
+use crate::runtime::prepare::{self, CreateOptions};
+use crate::runtime::terminal::ConsoleSocket;
 
 pub struct LaunchArgs<'a> {
     pub id: &'a str,
@@ -33,12 +33,32 @@ pub struct LaunchArgs<'a> {
     pub relay_terminal: bool,
 }
 
+impl<'a> LaunchArgs<'a> {
+    /// Container `id` from `bundle`, detached, with nothing else asked.
+    pub fn new(id: &'a str, bundle: &'a Path) -> LaunchArgs<'a> {
+        LaunchArgs {
+            id,
+            bundle,
+            pid_file: None,
+            console_socket: None,
+            preserve_fds: 0,
+            no_pivot: false,
+            detach: true,
+            extra_env: &[],
+            output: None,
+            spec: None,
+            slurm_gpus_by_default: false,
+            relay_terminal: false,
+        }
+    }
+}
+
 pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleSocket>)> {
     let prepared = prepare::prepare(&CreateOptions {
         root: &ctx.root,
         id: args.id,
         bundle: args.bundle,
-        global: &ctx.global,
+        settings: &ctx.settings,
         extra_env: args.extra_env,
         slurm_gpus_by_default: args.slurm_gpus_by_default,
         spec: args.spec,
@@ -76,7 +96,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
         .validate_id()?
         .as_init(&prepared.user_bundle)
         .with_config_dir(&prepared.dir)
-        .with_systemd(ctx.global.systemd_cgroup)
+        .with_systemd(ctx.settings.systemd_cgroup)
         .with_detach(args.detach)
         .with_no_pivot(args.no_pivot)
         .build();
@@ -97,7 +117,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
         return Err(e).with_context(|| format!("save the config of container {:?}", args.id));
     }
     if prepared.no_process {
-        crate::containers::mark_no_process(&ctx.root, args.id)?;
+        crate::runtime::containers::mark_no_process(&ctx.root, args.id)?;
     }
 
     Ok((container, own_console))
@@ -138,7 +158,7 @@ pub fn run_foreground(
     started: Option<&mut std::fs::File>,
 ) -> Result<i32> {
     // Before any child exists, so no SIGCHLD can be lost.
-    crate::foreground::block_signals()?;
+    crate::runtime::foreground::block_signals()?;
     if subreaper {
         // Orphans of a container without its own pid namespace come to us,
         // and the wait loop reaps them.
@@ -162,7 +182,7 @@ pub fn run_foreground(
         let _ = started.write_all(STARTED);
     }
     let init = container.pid().context("the container has no init pid")?;
-    let code = crate::foreground::wait_for_init(init);
+    let code = crate::runtime::foreground::wait_for_init(init);
     if !keep {
         container
             .delete(true)
@@ -177,8 +197,9 @@ pub fn run_foreground(
 /// Starts a created container; one that fails to start is deleted, so a
 /// failed `run` leaves nothing behind.
 pub fn start_or_delete(ctx: &Ctx, container: &mut Container) -> Result<()> {
-    let started = crate::containers::refuse_start_without_process(&ctx.root, container.id())
-        .and_then(|()| Ok(container.start()?));
+    let started =
+        crate::runtime::containers::refuse_start_without_process(&ctx.root, container.id())
+            .and_then(|()| Ok(container.start()?));
     if let Err(e) = started {
         let id = container.id().to_owned();
         let _ = container.delete(true);

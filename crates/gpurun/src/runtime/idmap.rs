@@ -2,7 +2,10 @@
 //! subordinate ranges from /etc/subuid and /etc/subgid when newuidmap and
 //! newgidmap can write them.
 
+use std::fs;
 use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
 
 use serde::Serialize;
 
@@ -119,6 +122,45 @@ impl UserIds {
             maps
         };
         Ok((around(self.uid, su), around(self.gid, sg)))
+    }
+
+    /// Writes the mappings of `root_mappings` for the user namespace of
+    /// process `pid`: through newuidmap/newgidmap when subordinate ids are
+    /// mapped, directly (setgroups denied) when only our own id is.
+    pub fn map_as_root(&self, pid: u32) -> Result<()> {
+        let (uids, gids) = self.root_mappings();
+        if uids.len() > 1 {
+            let (newuidmap, newgidmap) = map_helpers().context("newuidmap is missing")?;
+            for (helper, maps) in [(newuidmap, &uids), (newgidmap, &gids)] {
+                let mut cmd = std::process::Command::new(&helper);
+                cmd.arg(pid.to_string()).env_clear();
+                for (c, h, n) in maps.iter() {
+                    cmd.args([c.to_string(), h.to_string(), n.to_string()]);
+                }
+                let out = cmd
+                    .output()
+                    .with_context(|| format!("run {}", helper.display()))?;
+                if !out.status.success() {
+                    bail!(
+                        "{} failed: {}",
+                        helper.display(),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                }
+            }
+        } else {
+            // Our own id alone needs no helper, but setgroups must be denied.
+            fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+            fs::write(
+                format!("/proc/{pid}/uid_map"),
+                format!("0 {} 1\n", self.uid),
+            )?;
+            fs::write(
+                format!("/proc/{pid}/gid_map"),
+                format!("0 {} 1\n", self.gid),
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,93 @@
+//! `run`'s flags.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// `run`: runc's flags, GPU shortcuts, and the HPC form that needs no
+/// config.json: `run --rootfs DIR [-v SRC:DST] [-e K=V] [-w DIR] -- CMD`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Path to the bundle directory, containing config.json and root filesystem
+    #[arg(short, long, conflicts_with = "rootfs")]
+    pub bundle: Option<PathBuf>,
+    /// Unix socket (file) path, which will receive the pseudoterminal's master fd
+    #[arg(short, long)]
+    pub console_socket: Option<PathBuf>,
+    /// File to write the pid of the container's init to
+    #[arg(short, long)]
+    pub pid_file: Option<PathBuf>,
+    /// Disable the use of the subreaper used to reap reparented processes
+    #[arg(long)]
+    pub no_subreaper: bool,
+    /// Do not use pivot root to jail process inside rootfs
+    #[arg(long)]
+    pub no_pivot: bool,
+    /// Do not create a new session keyring for the container
+    #[arg(long)]
+    pub no_new_keyring: bool,
+    /// Pass N additional file descriptors to the container
+    #[arg(long, default_value = "0")]
+    pub preserve_fds: i32,
+    /// Keep container's state directory and cgroup after the container exits
+    #[arg(long)]
+    pub keep: bool,
+    /// Detach from the container process (with --rootfs: print the id,
+    /// discard the output, delete the container when it exits)
+    #[arg(short, long)]
+    pub detach: bool,
+
+    /// GPUs for the container: all, none, indexes (0,1) or UUIDs; the same
+    /// as setting NVIDIA_VISIBLE_DEVICES in config.json
+    #[arg(long)]
+    pub gpus: Option<String>,
+    /// Driver capabilities (NVIDIA_DRIVER_CAPABILITIES), e.g. compute,utility
+    #[arg(long)]
+    pub gpu_capabilities: Option<String>,
+
+    /// Run this root filesystem directly, with a spec made on the fly
+    /// (rootless for a non-root user, host network)
+    #[arg(long, value_name = "DIR")]
+    pub rootfs: Option<PathBuf>,
+    /// With --rootfs: bind SRC on the host at DST in the container (:ro for read-only)
+    #[arg(
+        short = 'v',
+        long = "volume",
+        value_name = "SRC:DST[:ro]",
+        requires = "rootfs"
+    )]
+    pub volumes: Vec<String>,
+    /// With --rootfs: set K=V in the container's environment (K alone copies ours)
+    #[arg(short = 'e', long = "env", value_name = "K=V", requires = "rootfs")]
+    pub env: Vec<String>,
+    /// With --rootfs: the working directory inside the container
+    #[arg(short = 'w', long = "workdir", value_name = "DIR", requires = "rootfs")]
+    pub workdir: Option<String>,
+    /// With --rootfs: keep your uid and gid inside instead of becoming root
+    #[arg(long, requires = "rootfs")]
+    pub keep_uid: bool,
+    /// With --rootfs: a private network namespace instead of the host's
+    #[arg(long, requires = "rootfs")]
+    pub private_network: bool,
+
+    /// The container id (made up with --rootfs when left out)
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new(), required_unless_present = "rootfs")]
+    pub container_id: Option<String>,
+    /// With --rootfs: the command and its arguments, after `--`
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+impl RunArgs {
+    /// The environment the GPU flags stand for.
+    pub fn gpu_env(&self) -> Vec<String> {
+        let mut env = Vec::new();
+        if let Some(gpus) = &self.gpus {
+            env.push(format!("NVIDIA_VISIBLE_DEVICES={gpus}"));
+        }
+        if let Some(caps) = &self.gpu_capabilities {
+            env.push(format!("NVIDIA_DRIVER_CAPABILITIES={caps}"));
+        }
+        env
+    }
+}

@@ -1,0 +1,46 @@
+//! gpurun's setup and lxc-hook flags.
+
+use std::path::PathBuf;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Containerd,
+    Docker,
+    Podman,
+    Lxc,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SetupArgs {
+    /// The engine whose config to edit
+    #[arg(value_enum)]
+    pub engine: Engine,
+    /// The config file (default: the engine's usual one)
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print the new config instead of writing it
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also make gpurun the engine's default runtime
+    #[arg(long)]
+    pub default: bool,
+    /// The runtime's name in the engine (and the Kubernetes handler)
+    #[arg(long, default_value = "gpurun")]
+    pub runtime_name: String,
+    /// The gpurun binary to register (default: this one)
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
+    /// Docker: where to put the nvidia-container-runtime-hook link, which
+    /// dockerd must find on its PATH to accept --gpus (default: the
+    /// binary's directory)
+    #[arg(long)]
+    pub hook_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LxcHookArgs {
+    /// What LXC passes to a version 0 hook: the container's name, the
+    /// section ("lxc") and the hook type ("mount")
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub lxc_args: Vec<String>,
+}

@@ -1,0 +1,91 @@
+//! Docker's daemon.json and the toolkit hook's name on dockerd's PATH.
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gpurun_gpu::request::DOCKER_HOOK;
+
+/// Docker's daemon.json: `runtimes.<name>.path`.
+pub fn edit_docker(text: &str, name: &str, binary: &str, default: bool) -> Result<String> {
+    let mut config: serde_json::Value = if text.trim().is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::from_str(text).context("daemon.json is not valid JSON")?
+    };
+    let object = config
+        .as_object_mut()
+        .context("daemon.json is not a JSON object")?;
+    let runtimes = object
+        .entry("runtimes")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .context("\"runtimes\" in daemon.json is not an object")?;
+    let entry = runtimes
+        .entry(name)
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .with_context(|| format!("runtimes.{name} in daemon.json is not an object"))?;
+    entry.insert("path".into(), binary.into());
+    if default {
+        object.insert("default-runtime".into(), name.into());
+    }
+    Ok(serde_json::to_string_pretty(&config)? + "\n")
+}
+
+/// Docker's `--gpus` needs an executable of the toolkit hook's name on
+/// dockerd's PATH; gpurun's is a link to itself that refuses to run as a
+/// hook (see main.rs), since gpurun does the work as the runtime.
+pub fn install_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()> {
+    let link = dir.join(DOCKER_HOOK);
+    match fs::symlink_metadata(&link) {
+        Ok(m) if m.file_type().is_symlink() && fs::read_link(&link)? == binary => {
+            println!("{} already links to {}", link.display(), binary.display());
+            return Ok(());
+        }
+        Ok(m) if !m.file_type().is_symlink() => {
+            println!(
+                "{} exists and is not gpurun's link (the NVIDIA Container Toolkit?): left alone; gpurun drops that hook from specs it runs",
+                link.display()
+            );
+            return Ok(());
+        }
+        _ => {}
+    }
+    if dry_run {
+        println!("would link {} to {}", link.display(), binary.display());
+        return Ok(());
+    }
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(binary, &link)
+        .with_context(|| format!("link {}", link.display()))?;
+    println!(
+        "linked {} to {} (dockerd must find it on its PATH to accept --gpus)",
+        link.display(),
+        binary.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BIN: &str = "/usr/local/bin/gpurun";
+
+    #[test]
+    fn docker_keeps_other_settings_and_is_idempotent() {
+        let old = r#"{"data-root": "/srv/docker", "runtimes": {"other": {"path": "/bin/other"}}}"#;
+        let new = edit_docker(old, "gpurun", BIN, true).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&new).unwrap();
+        assert_eq!(v["data-root"], "/srv/docker");
+        assert_eq!(v["runtimes"]["other"]["path"], "/bin/other");
+        assert_eq!(v["runtimes"]["gpurun"]["path"], BIN);
+        assert_eq!(v["default-runtime"], "gpurun");
+        // Keys keep their order.
+        assert!(new.find("data-root").unwrap() < new.find("runtimes").unwrap());
+        assert_eq!(edit_docker(&new, "gpurun", BIN, true).unwrap(), new);
+        assert!(edit_docker("[1]", "gpurun", BIN, false).is_err());
+        assert!(edit_docker("{", "gpurun", BIN, false).is_err());
+    }
+}

@@ -1,0 +1,147 @@
+//! `gpurun setup containerd|docker|podman|lxc`: registers gpurun in the
+//! engine's own config file, in the spirit of `nvidia-ctk runtime
+//! configure` (for LXC: gpurun's hooks in the default container config). Every other setting is kept, a second run changes nothing,
+//! and a changed file is backed up first.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::{Engine, SetupArgs};
+
+mod containerd;
+mod docker;
+mod lxc;
+mod podman;
+
+use containerd::edit_containerd;
+use docker::{edit_docker, install_hook_link};
+use lxc::{edit_lxc, lxc_hook_command, lxc_v2_device_majors};
+use podman::edit_podman;
+
+fn default_config(engine: Engine) -> PathBuf {
+    let root = nix::unistd::geteuid().is_root();
+    match engine {
+        Engine::Containerd => "/etc/containerd/config.toml".into(),
+        Engine::Docker => "/etc/docker/daemon.json".into(),
+        Engine::Podman if root => "/etc/containers/containers.conf".into(),
+        Engine::Podman => user_config_dir().join("containers/containers.conf"),
+        Engine::Lxc if root => "/etc/lxc/default.conf".into(),
+        Engine::Lxc => user_config_dir().join("lxc/default.conf"),
+    }
+}
+
+/// `$XDG_CONFIG_HOME`, else `~/.config`.
+fn user_config_dir() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(|| ".config".into())
+}
+
+/// Writes `text` to `path` through a temporary file and a rename, with the
+/// old file's permissions, after copying the old file to a backup.
+fn replace_file(path: &Path, text: &str, existed: bool) -> Result<Option<PathBuf>> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    }
+    let mut backup = None;
+    let mode = if existed {
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+        let to = PathBuf::from(format!("{}.{stamp}.bak", path.display()));
+        fs::copy(path, &to)
+            .with_context(|| format!("back up {} to {}", path.display(), to.display()))?;
+        backup = Some(to);
+        fs::metadata(path)?.permissions().mode()
+    } else {
+        0o644
+    };
+    let tmp = PathBuf::from(format!("{}.gpurun-tmp", path.display()));
+    fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
+    fs::rename(&tmp, path).with_context(|| format!("replace {}", path.display()))?;
+    Ok(backup)
+}
+
+pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> Result<i32> {
+    let binary = match &args.binary {
+        Some(b) => fs::canonicalize(b).with_context(|| format!("--binary {}", b.display()))?,
+        None => fs::canonicalize(std::env::current_exe()?)?,
+    };
+    let binary_str = binary.to_str().context("the binary's path is not UTF-8")?;
+    let name = &args.runtime_name;
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        bail!("--runtime-name {name:?}: use letters, digits, '-' and '_'");
+    }
+    let path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| default_config(args.engine));
+    let (old, existed) = match fs::read_to_string(&path) {
+        Ok(text) => (text, true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let new = match args.engine {
+        Engine::Containerd => edit_containerd(&old, name, binary_str, args.default),
+        Engine::Docker => edit_docker(&old, name, binary_str, args.default),
+        Engine::Podman => edit_podman(&old, name, binary_str, args.default),
+        Engine::Lxc => lxc_hook_command(binary_str, settings)
+            .map(|hook| edit_lxc(&old, &hook, &lxc_v2_device_majors())),
+    }
+    .with_context(|| format!("{}", path.display()))?;
+
+    let what = match args.engine {
+        Engine::Lxc => "gpurun's LXC hooks".to_owned(),
+        _ => format!("runtime {name:?}"),
+    };
+    if new == old {
+        println!(
+            "{} already registers {what}: nothing to change",
+            path.display()
+        );
+    } else if args.dry_run {
+        println!("# {} would become:", path.display());
+        print!("{new}");
+    } else {
+        let backup = replace_file(&path, &new, existed)?;
+        println!(
+            "registered {what} ({binary_str}) in {}{}",
+            path.display(),
+            backup
+                .map(|b| format!("; the old file is in {}", b.display()))
+                .unwrap_or_default()
+        );
+    }
+    match args.engine {
+        Engine::Docker => {
+            let dir = match &args.hook_dir {
+                Some(d) => d.clone(),
+                None => binary
+                    .parent()
+                    .context("the binary has no directory")?
+                    .to_path_buf(),
+            };
+            install_hook_link(&dir, &binary, args.dry_run)?;
+            println!("restart dockerd to load it; then: docker run --runtime={name} --gpus all IMAGE nvidia-smi");
+        }
+        Engine::Containerd => {
+            println!(
+                "restart containerd to load it. For Kubernetes, this RuntimeClass selects it:"
+            );
+            println!("---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: {name}\nhandler: {name}");
+        }
+        Engine::Podman => println!("then: podman --runtime {name} run ..."),
+        Engine::Lxc => println!(
+            "containers made from it get gpurun's hooks (for an existing one, run this with --config /var/lib/lxc/NAME/config); \
+             then: lxc.environment = NVIDIA_VISIBLE_DEVICES=0 in its config"
+        ),
+    }
+    Ok(0)
+}
