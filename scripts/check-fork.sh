@@ -1,39 +1,61 @@
 #!/bin/sh
 # The vendored libcontainer and libcgroups are the 0.7.0 releases plus the
-# patches their GPURUN-PATCH.md describe: this fetches each release from
-# crates.io and fails if a file of ours differs from it (or is new) without
-# being named in that GPURUN-PATCH.md, or if a file named there is the
-# release's unchanged. Prints how many files and lines each fork changes.
+# numbered patch queue in their GPURUN-PATCH.md. This fetches each release
+# from crates.io and fails unless:
+#  - the patches are numbered 1, 2, 3... and each heading ends in
+#    "(for upstream)" or "(gpurun only)";
+#  - each patch has a "Files:" line naming at least one src file, and every
+#    file named there differs from the release (or is new);
+#  - every src file that differs from the release is named by some patch.
+# Prints how many files and lines each fork changes.
 #   sh scripts/check-fork.sh
 set -eu
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
+fail() { echo "check-fork: $*" >&2; failed=1; }
 for crate in libcontainer libcgroups; do
   curl -sSfL "https://static.crates.io/crates/$crate/$crate-0.7.0.crate" | tar -xz -C "$work"
   release="$work/$crate-0.7.0"
   ours="crates/vendor/$crate"
-  notes="$ours/GPURUN-PATCH.md"
+  queue="$ours/GPURUN-PATCH.md"
   # Files under src/ that differ from the release or are new.
   changed=$(cd "$ours" && find src -type f | sort | while read -r f; do
     cmp -s "$f" "$release/$f" 2>/dev/null || echo "$f"
   done)
+  # One line per patch: "NUMBER|TAG|FILES".
+  patches=$(awk '
+    /^## / {
+      if (n) print n "|" tag "|" files
+      n = $2; sub(/\.$/, "", n); tag = ""; files = ""
+      if ($0 ~ /\(for upstream\)$/) tag = "upstream"
+      if ($0 ~ /\(gpurun only\)$/) tag = "gpurun"
+      next
+    }
+    /^Files: / && n && files == "" { files = substr($0, 8) }
+    END { if (n) print n "|" tag "|" files }
+  ' "$queue")
+  expected=1
+  named=""
+  while IFS='|' read -r number tag files; do
+    [ "$number" = "$expected" ] || fail "$queue: patch $number where patch $expected was expected"
+    expected=$((expected + 1))
+    [ -n "$tag" ] || fail "$queue: patch $number says neither (for upstream) nor (gpurun only)"
+    paths=$(echo "$files" | grep -oE '`src/[A-Za-z0-9_/]+\.rs`' | tr -d '`' || true)
+    [ -n "$paths" ] || fail "$queue: patch $number has no Files: line naming src files"
+    for f in $paths; do
+      echo "$changed" | grep -qx "$f" || fail "$queue: patch $number names $f, which is $crate 0.7.0's unchanged (or missing)"
+      named="$named
+$f"
+    done
+  done <<PATCHES
+$patches
+PATCHES
   for f in $changed; do
-    short=${f#src/}
-    grep -qE "\`($f|$short)\`" "$notes" || {
-      echo "check-fork: $ours/$f differs from $crate 0.7.0 but $notes does not name it" >&2
-      failed=1
-    }
-  done
-  # Every src path the notes name must be one of ours that differs.
-  for f in $(grep -oE '`src/[A-Za-z0-9_/]+\.rs`' "$notes" | tr -d '`' | sort -u); do
-    echo "$changed" | grep -qx "$f" || {
-      echo "check-fork: $notes names $f, which is $crate 0.7.0's unchanged (or missing)" >&2
-      failed=1
-    }
+    echo "$named" | grep -qx "$f" || fail "$ours/$f differs from $crate 0.7.0 but no patch in $queue names it"
   done
   lines=$(diff -r -U0 "$release/src" "$ours/src" | grep -cE '^[+-][^+-]' || true)
-  echo "check-fork: $crate: $(echo "$changed" | grep -c .) files differ from 0.7.0, $lines lines added or removed"
+  echo "check-fork: $crate: $((expected - 1)) patches, $(echo "$changed" | grep -c .) files differ from 0.7.0, $lines lines added or removed"
 done
 exit "$failed"

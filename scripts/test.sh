@@ -8,8 +8,10 @@ cargo build --locked -p gpurun -p fake-nvml -p cri-client
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The vendored libcontainer and libcgroups: the 0.7.0 releases plus only
-# the changes their GPURUN-PATCH.md name.
+# the numbered patches their GPURUN-PATCH.md list.
 sh scripts/check-fork.sh
+# No module circle in any crate; the binary's layers point one way.
+python3 scripts/check-layers.py
 cargo test --locked --workspace
 # Every fuzz target for a short fixed time (longer by hand: sh scripts/fuzz.sh 600).
 sh scripts/fuzz.sh 20

@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::ldcache;
 use crate::mount_points;
 use crate::plan::Plan;
+use crate::spec_env;
 use safe_fs::Rootfs;
 
 /// Largest image ld.so.cache read; real ones are well under 1 MiB.
@@ -93,72 +94,126 @@ pub fn apply(
     shared: &Path,
     on_step: &mut dyn FnMut(Phase, &Applied),
 ) -> Result<Applied> {
-    let bind_nodes = has_user_namespace(spec);
-    apply_with(spec, plan, rootfs, work_dir, shared, bind_nodes, on_step)
+    let delivery = if has_user_namespace(spec) {
+        NodeDelivery::Bind
+    } else {
+        NodeDelivery::Mknod
+    };
+    apply_delivering(spec, plan, rootfs, work_dir, shared, delivery, on_step)
 }
 
-/// `apply`, with the host's device nodes bind-mounted (`bind_nodes`) or
-/// made with mknod, whatever the spec's namespaces. An LXC mount hook binds
-/// them even for a privileged container: its /dev may be the image's own.
-pub fn apply_with(
+/// How device nodes reach the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeDelivery {
+    /// The host's nodes bind-mounted: in a user namespace, where mknod is
+    /// not allowed, and for an LXC mount hook, whose /dev may be the
+    /// image's own.
+    Bind,
+    /// Made by the runtime with mknod from the spec's `linux.devices`.
+    Mknod,
+}
+
+/// `apply`, with the device nodes delivered as `delivery` says, whatever
+/// the spec's namespaces.
+pub fn apply_delivering(
     spec: &mut Spec,
     plan: &Plan,
     rootfs: &Path,
     work_dir: &Path,
     shared: &Path,
-    bind_nodes: bool,
+    delivery: NodeDelivery,
     on_step: &mut dyn FnMut(Phase, &Applied),
 ) -> Result<Applied> {
     let mut applied = Applied::default();
-    let userns = has_user_namespace(spec);
     let spec_mounts: Vec<Mount> = spec.mounts().clone().unwrap_or_default();
     // The injected mounts, after the spec's own.
     let mut mounts: Vec<Mount> = Vec::new();
 
-    // Device nodes. Without a user namespace the runtime makes them with
-    // mknod; the device cgroup must then allow them, or they open with
-    // EPERM. In a user namespace mknod is not allowed: bind the host nodes.
     let linux = spec.linux_mut().get_or_insert_with(Default::default);
-    if bind_nodes {
-        applied.device_mode = "bind";
-        for node in &plan.device_nodes {
-            // A DRM card node is often the video group's alone, while its
-            // render node is open to all: one this user cannot open is left
-            // out (graphics work through the render node). Any other node
-            // the user cannot open is an error the runtime names.
-            if node.path.starts_with("/dev/dri/") && !can_open(&node.host_path) {
-                tracing::debug!("{} left out: this user cannot open it", node.path);
-                continue;
-            }
-            mounts.push(bind(
-                &node.host_path,
-                Path::new(&node.path),
-                &["bind".into(), "nosuid".into(), "noexec".into()],
-            )?);
-        }
-    } else {
-        applied.device_mode = "node";
-        let mut devices = linux.devices().clone().unwrap_or_default();
-        for node in &plan.device_nodes {
-            devices.retain(|d| d.path() != Path::new(&node.path));
-            devices.push(
-                LinuxDeviceBuilder::default()
-                    .path(&node.path)
-                    .typ(LinuxDeviceType::C)
-                    .major(node.major as i64)
-                    .minor(node.minor as i64)
-                    .file_mode(node.file_mode)
-                    .uid(0u32)
-                    .gid(0u32)
-                    .build()?,
-            );
-        }
-        linux.set_devices(Some(devices));
+    match delivery {
+        NodeDelivery::Bind => mounts.extend(node_binds(plan)?),
+        NodeDelivery::Mknod => add_node_devices(linux, plan)?,
     }
+    applied.device_mode = match delivery {
+        NodeDelivery::Bind => "bind",
+        NodeDelivery::Mknod => "node",
+    };
     applied.device_nodes = plan.device_nodes.len();
     on_step(Phase::DeviceNodes, &applied);
-    // Allow rules live in the spec, so they are part of the container's
-    // cgroup from the start (and survive a systemd daemon-reload).
+    applied.cgroup_rules = allow_nodes_in_cgroup(linux, plan)?;
+    on_step(Phase::CgroupRules, &applied);
+
+    // Driver files, read-only.
+    for m in &plan.mounts {
+        mounts.push(bind(&m.source, &m.destination, &m.options)?);
+    }
+    applied.file_mounts = plan.mounts.len();
+    on_step(Phase::DriverFiles, &applied);
+
+    mounts.extend(proc_driver_nvidia_mounts(plan, work_dir)?);
+
+    if let Some(cache) = linker_cache_mount(plan, rootfs, shared, &mut applied)? {
+        mounts.push(cache);
+    }
+    on_step(Phase::LinkerCache, &applied);
+
+    let all = with_mount_points(spec, spec_mounts, mounts, rootfs, shared, &mut applied)?;
+    spec.set_mounts(Some(all));
+
+    // Environment: the plan's values win.
+    spec_env::set_env(spec, &plan.env);
+    // Docker's toolkit hook: gpurun has done its work; it must not run.
+    applied.hooks_dropped = drop_prestart_hooks(spec, &plan.drop_prestart_hooks);
+    Ok(applied)
+}
+
+/// The host's device nodes as bind mounts.
+fn node_binds(plan: &Plan) -> Result<Vec<Mount>> {
+    let mut mounts = Vec::new();
+    for node in &plan.device_nodes {
+        // A DRM card node is often the video group's alone, while its
+        // render node is open to all: one this user cannot open is left
+        // out (graphics work through the render node). Any other node
+        // the user cannot open is an error the runtime names.
+        if node.path.starts_with("/dev/dri/") && !can_open(&node.host_path) {
+            tracing::debug!("{} left out: this user cannot open it", node.path);
+            continue;
+        }
+        mounts.push(bind(
+            &node.host_path,
+            Path::new(&node.path),
+            &["bind".into(), "nosuid".into(), "noexec".into()],
+        )?);
+    }
+    Ok(mounts)
+}
+
+/// The device nodes as `linux.devices`, made by the runtime with mknod;
+/// the device cgroup must then allow them, or they open with EPERM.
+fn add_node_devices(linux: &mut oci_spec::runtime::Linux, plan: &Plan) -> Result<()> {
+    let mut devices = linux.devices().clone().unwrap_or_default();
+    for node in &plan.device_nodes {
+        devices.retain(|d| d.path() != Path::new(&node.path));
+        devices.push(
+            LinuxDeviceBuilder::default()
+                .path(&node.path)
+                .typ(LinuxDeviceType::C)
+                .major(node.major as i64)
+                .minor(node.minor as i64)
+                .file_mode(node.file_mode)
+                .uid(0u32)
+                .gid(0u32)
+                .build()?,
+        );
+    }
+    linux.set_devices(Some(devices));
+    Ok(())
+}
+
+/// Allow rules for the nodes. They live in the spec, so they are part of
+/// the container's cgroup from the start (and survive a systemd
+/// daemon-reload). Returns how many were added.
+fn allow_nodes_in_cgroup(linux: &mut oci_spec::runtime::Linux, plan: &Plan) -> Result<usize> {
     let mut resources: LinuxResources = linux.resources().clone().unwrap_or_default();
     let mut rules = resources.devices().clone().unwrap_or_default();
     for node in &plan.device_nodes {
@@ -171,23 +226,18 @@ pub fn apply_with(
                 .access("rwm")
                 .build()?,
         );
-        applied.cgroup_rules += 1;
     }
     resources.set_devices(Some(rules));
     linux.set_resources(Some(resources));
-    on_step(Phase::CgroupRules, &applied);
+    Ok(plan.device_nodes.len())
+}
 
-    // Driver files, read-only.
-    for m in &plan.mounts {
-        mounts.push(bind(&m.source, &m.destination, &m.options)?);
-    }
-    applied.file_mounts = plan.mounts.len();
-    on_step(Phase::DriverFiles, &applied);
-
-    // /proc/driver/nvidia: a read-only tmpfs with copies of three files, so
-    // the container sees neither the other GPUs nor ModifyDeviceFiles=1.
-    // Only where the kernel module is loaded: otherwise there is nothing
-    // under the container's /proc to mask.
+/// /proc/driver/nvidia: a read-only tmpfs with copies of three files, so
+/// the container sees neither the other GPUs nor ModifyDeviceFiles=1.
+/// Only where the kernel module is loaded: otherwise there is nothing
+/// under the container's /proc to mask.
+fn proc_driver_nvidia_mounts(plan: &Plan, work_dir: &Path) -> Result<Vec<Mount>> {
+    let mut mounts = Vec::new();
     if let Some(copy) = &plan.proc_driver_nvidia {
         if Path::new("/proc/driver/nvidia").is_dir() {
             let dir = work_dir.join("proc-driver-nvidia");
@@ -221,46 +271,66 @@ pub fn apply_with(
         }
     }
 
-    // The linker cache: the image's own (read inside the rootfs, never
-    // following a symlink out; a missing or corrupt one is fine) plus the
-    // injected libraries, written in glibc's format and bind-mounted
-    // read-only over /etc/ld.so.cache. The image's file is not touched.
-    if !plan.ldcache.is_empty() {
-        let mut problem = None;
-        let image_bytes = Rootfs::open(rootfs)
-            .and_then(|r| r.read(Path::new("/etc/ld.so.cache"), MAX_IMAGE_LDCACHE))
-            .unwrap_or_else(|e| {
-                problem = Some(format!("image has no usable /etc/ld.so.cache: {e}"));
-                Vec::new()
-            });
-        let file = shared_file(
-            &shared.join("ldcache"),
-            &[&image_bytes, &entries_key(&plan.ldcache)],
-            || {
-                let image = match ldcache::parse(&image_bytes) {
-                    Ok(entries) => entries,
-                    Err(e) => {
-                        problem.get_or_insert_with(|| e.to_string());
-                        Vec::new()
-                    }
-                };
-                ldcache::write(&ldcache::merge(image, &plan.ldcache))
-            },
-        )
-        .context("write the container's ld.so.cache")?;
-        applied.image_ldcache_problem = problem;
-        mounts.push(bind(
-            &file,
-            Path::new("/etc/ld.so.cache"),
-            &read_only_file_bind(),
-        )?);
-        applied.ldcache_entries = plan.ldcache.len();
-    }
-    on_step(Phase::LinkerCache, &applied);
+    Ok(mounts)
+}
 
-    // Mount points the image lacks, without changing the image. A second
-    // name for a library in the same directory (its SONAME) can be a
-    // symlink there instead of another mount.
+/// The linker cache: the image's own (read inside the rootfs, never
+/// following a symlink out; a missing or corrupt one is fine) plus the
+/// injected libraries, written in glibc's format and bind-mounted
+/// read-only over /etc/ld.so.cache. The image's file is not touched.
+fn linker_cache_mount(
+    plan: &Plan,
+    rootfs: &Path,
+    shared: &Path,
+    applied: &mut Applied,
+) -> Result<Option<Mount>> {
+    if plan.ldcache.is_empty() {
+        return Ok(None);
+    }
+    let mut problem = None;
+    let image_bytes = Rootfs::open(rootfs)
+        .and_then(|r| r.read(Path::new("/etc/ld.so.cache"), MAX_IMAGE_LDCACHE))
+        .unwrap_or_else(|e| {
+            problem = Some(format!("image has no usable /etc/ld.so.cache: {e}"));
+            Vec::new()
+        });
+    let file = shared_file(
+        &shared.join("ldcache"),
+        &[&image_bytes, &entries_key(&plan.ldcache)],
+        || {
+            let image = match ldcache::parse(&image_bytes) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    problem.get_or_insert_with(|| e.to_string());
+                    Vec::new()
+                }
+            };
+            ldcache::write(&ldcache::merge(image, &plan.ldcache))
+        },
+    )
+    .context("write the container's ld.so.cache")?;
+    applied.image_ldcache_problem = problem;
+    applied.ldcache_entries = plan.ldcache.len();
+    Ok(Some(bind(
+        &file,
+        Path::new("/etc/ld.so.cache"),
+        &read_only_file_bind(),
+    )?))
+}
+
+/// The spec's mounts, then the injected ones, with the mount points the
+/// image lacks provided without changing the image (overlays placed before
+/// the spec mount they must come after). A second name for a library in
+/// the same directory (its SONAME) can be a symlink there instead of
+/// another mount.
+fn with_mount_points(
+    spec: &Spec,
+    spec_mounts: Vec<Mount>,
+    mut mounts: Vec<Mount>,
+    rootfs: &Path,
+    shared: &Path,
+    applied: &mut Applied,
+) -> Result<Vec<Mount>> {
     let binds: Vec<&Mount> = mounts
         .iter()
         .filter(|m| m.typ().as_deref() == Some("bind"))
@@ -316,7 +386,7 @@ pub fn apply_with(
         &spec_mounts,
         &needed,
         read_only_root,
-        userns,
+        has_user_namespace(spec),
         &shared.join("mountpoints"),
     )?;
     drop(binds);
@@ -336,13 +406,7 @@ pub fn apply_with(
         all.insert(at, overlay);
     }
     all.extend(mounts);
-    spec.set_mounts(Some(all));
-
-    // Environment: the plan's values win.
-    set_env(spec, &plan.env);
-    // Docker's toolkit hook: gpurun has done its work; it must not run.
-    applied.hooks_dropped = drop_prestart_hooks(spec, &plan.drop_prestart_hooks);
-    Ok(applied)
+    Ok(all)
 }
 
 /// The bytes that identify the injected cache entries.
@@ -392,23 +456,6 @@ fn can_open(path: &Path) -> bool {
     std::ffi::CString::new(path.as_os_str().as_bytes())
         // SAFETY: a NUL-terminated path; access touches nothing.
         .is_ok_and(|p| unsafe { libc::access(p.as_ptr(), libc::R_OK | libc::W_OK) } == 0)
-}
-
-/// Sets `KEY=VALUE` entries in the container's environment, replacing any
-/// earlier value of the same key.
-pub fn set_env(spec: &mut Spec, entries: &[String]) {
-    if entries.is_empty() {
-        return;
-    }
-    if let Some(process) = spec.process_mut() {
-        let mut env = process.env().clone().unwrap_or_default();
-        for kv in entries {
-            let key = kv.split('=').next().unwrap_or_default();
-            env.retain(|e| e.split('=').next() != Some(key));
-            env.push(kv.clone());
-        }
-        process.set_env(Some(env));
-    }
 }
 
 /// Removes the prestart hooks at `indexes`; returns how many went.

@@ -22,6 +22,7 @@ pub mod nvml;
 pub mod require;
 pub mod roots;
 pub mod slurm;
+pub mod spec_env;
 
 pub use caps::Capability;
 pub use inventory::{discover, Inventory, Source};

@@ -103,7 +103,38 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
         env!("CARGO_PKG_VERSION")
     );
 
-    // State directory.
+    check_state_dir(&mut r, ctx);
+    check_user_namespaces(&mut r, root);
+    check_subordinate_ids(&mut r, root, &user);
+    check_cgroups(&mut r, root, &user);
+    let gpu_verdict = check_gpu(&mut r, ctx, &user);
+
+    let plain_ok = r.worst_plain < Level::Fail;
+    println!(
+        "verdict:  container: {}",
+        if plain_ok {
+            "would run"
+        } else {
+            "would NOT run (see FAIL above)"
+        }
+    );
+    let gpu = match (plain_ok, r.worst_gpu < Level::Fail, gpu_verdict) {
+        (false, _, _) => "would NOT run (no container can)",
+        (true, false, _) => "would NOT get a GPU (see FAIL above)",
+        (true, true, Some(true)) => "would run with the GPUs",
+        _ => "would run with the driver files injected, but no kernel driver answers",
+    };
+    println!("verdict:  GPU container: {gpu}");
+    let gpu_ok = r.worst_gpu < Level::Fail;
+    Ok(if plain_ok && (gpu_ok || !need_gpu) {
+        0
+    } else {
+        1
+    })
+}
+
+/// State directory.
+fn check_state_dir(r: &mut Report, ctx: &Ctx) {
     match state_dir::resolve(ctx.settings.root.as_deref()) {
         Ok(dir) if nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok() => r.line(
             Level::Ok,
@@ -122,8 +153,10 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
         ),
         Err(e) => r.line(Level::Fail, false, "state directory", format!("{e:#}")),
     }
+}
 
-    // User namespaces: root needs none; everyone else needs to create one.
+/// User namespaces: root needs none; everyone else needs to create one.
+fn check_user_namespaces(r: &mut Report, root: bool) {
     if root {
         r.line(Level::Ok, false, "user namespaces", "not needed as root");
     } else {
@@ -152,8 +185,10 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
             }
         }
     }
+}
 
-    // Subordinate ids and the helpers that map them.
+/// Subordinate ids and the helpers that map them.
+fn check_subordinate_ids(r: &mut Report, root: bool, user: &UserIds) {
     if root {
         r.line(Level::Ok, false, "subuid/subgid", "not needed as root");
     } else if user.subuids.is_empty() || user.subgids.is_empty() {
@@ -208,8 +243,10 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
             "not installed: only your own id can be mapped; apt-get install uidmap",
         ),
     }
+}
 
-    // Cgroups.
+/// Cgroups.
+fn check_cgroups(r: &mut Report, root: bool, user: &UserIds) {
     let version = cgroup_version();
     if root {
         r.line(
@@ -233,13 +270,15 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
             format!("{version}, no delegation to uid {}: containers run without cgroup limits (as with runc); on cgroup v2 use systemd-run --user --scope -p Delegate=yes", user.uid),
         );
     }
+}
 
-    // The NVIDIA driver, judged the way `run` judges it: the same request
-    // turned into a plan by the same code, for every GPU with the default
-    // capabilities (utility, compute).
-    // Inside a Slurm job, the job's allocation bounds it as it bounds a
-    // container.
-    let gpu_verdict = match driver_paths::resolve(&ctx.settings).and_then(|roots| {
+/// The NVIDIA driver, judged the way `run` judges it: the same request
+/// turned into a plan by the same code, for every GPU with the default
+/// capabilities (utility, compute).
+/// Inside a Slurm job, the job's allocation bounds it as it bounds a
+/// container.
+fn check_gpu(r: &mut Report, ctx: &Ctx, user: &UserIds) -> Option<bool> {
+    match driver_paths::resolve(&ctx.settings).and_then(|roots| {
         let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
         let job = flow::SlurmJob::from_env(false)?;
         match flow::resolve(|| Ok(roots.clone()), request, job.as_ref(), None, None)? {
@@ -371,30 +410,7 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
             }
             Some(answers)
         }
-    };
-
-    let plain_ok = r.worst_plain < Level::Fail;
-    println!(
-        "verdict:  container: {}",
-        if plain_ok {
-            "would run"
-        } else {
-            "would NOT run (see FAIL above)"
-        }
-    );
-    let gpu = match (plain_ok, r.worst_gpu < Level::Fail, gpu_verdict) {
-        (false, _, _) => "would NOT run (no container can)",
-        (true, false, _) => "would NOT get a GPU (see FAIL above)",
-        (true, true, Some(true)) => "would run with the GPUs",
-        _ => "would run with the driver files injected, but no kernel driver answers",
-    };
-    println!("verdict:  GPU container: {gpu}");
-    let gpu_ok = r.worst_gpu < Level::Fail;
-    Ok(if plain_ok && (gpu_ok || !need_gpu) {
-        0
-    } else {
-        1
-    })
+    }
 }
 
 fn xattr_present(path: &Path, name: &str) -> bool {

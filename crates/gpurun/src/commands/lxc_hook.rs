@@ -220,13 +220,14 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
             .typ(LinuxNamespaceType::User)
             .build()?]));
     }
-    let applied = apply::apply_with(
+    // Bound even for a privileged container: its /dev may be the image's.
+    let applied = apply::apply_delivering(
         &mut spec,
         &plan,
         &rootfs,
         &scratch_dir.join("work"),
         &scratch_dir.join("shared"),
-        true,
+        apply::NodeDelivery::Bind,
         &mut |_, _| {},
     )?;
 

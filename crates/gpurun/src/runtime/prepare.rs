@@ -172,7 +172,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         root.set_path(rootfs);
     }
     apply_cgroup_path(&mut spec, opts)?;
-    apply::set_env(&mut spec, opts.extra_env);
+    gpurun_gpu::spec_env::set_env(&mut spec, opts.extra_env);
     let rootfs = spec
         .root()
         .as_ref()
