@@ -4,6 +4,7 @@
 //! error lines engines can grep, `events` and `--version`.
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -1469,4 +1470,54 @@ fn net_devices_move_a_host_interface_into_the_container() {
     assert_eq!(out.code, 1);
     assert!(out.stderr.contains("\"gpurun-none0\""), "{}", out.stderr);
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}
+
+/// In a user namespace, a bind mount's source under a directory the
+/// container's root cannot search (0700, the host's root's) still mounts:
+/// runc opens the sources as the host's root, inside the container's mount
+/// namespace, and mounts from the descriptors (Kubernetes `hostUsers:
+/// false`, Docker userns-remap and Podman `--userns` volumes).
+#[test]
+fn userns_bind_mounts_from_a_directory_only_host_root_can_search() {
+    require_root!();
+    let private = Scratch::new("userns-private");
+    fs::set_permissions(private.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    let data = private.path().join("data");
+    fs::create_dir(&data).unwrap();
+    fs::set_permissions(&data, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(data.join("hello"), "from a dir\n").unwrap();
+    let file = private.path().join("file.txt");
+    fs::write(&file, "from a file\n").unwrap();
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.edit(|c| {
+            c["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"type": "user"}));
+            c["linux"]["uidMappings"] =
+                json!([{"containerID": 0, "hostID": 300000, "size": 65536}]);
+            c["linux"]["gidMappings"] =
+                json!([{"containerID": 0, "hostID": 300000, "size": 65536}]);
+            c["mounts"].as_array_mut().unwrap().extend([
+                json!({"destination": "/mnt/data", "type": "bind",
+                       "source": data, "options": ["rbind", "ro"]}),
+                json!({"destination": "/mnt/file.txt", "type": "bind",
+                       "source": file, "options": ["bind", "ro"]}),
+            ]);
+        });
+        bundle.set_args(&["cat", "/mnt/data/hello", "/mnt/file.txt"]);
+        // The mount points exist: the container's root could not make them.
+        fs::create_dir_all(bundle.rootfs().join("mnt/data")).unwrap();
+        fs::write(bundle.rootfs().join("mnt/file.txt"), "").unwrap();
+        let out = run_bundle(&program, &root, &bundle, "userns-bind");
+        assert_eq!(
+            (out.code, out.stdout.as_str()),
+            (0, "from a dir\nfrom a file\n"),
+            "{}: {}",
+            program.display(),
+            out.stderr
+        );
+    }
 }

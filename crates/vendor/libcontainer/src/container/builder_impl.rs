@@ -193,6 +193,9 @@ impl ContainerBuilderImpl {
             stderr: self.stderr.as_ref().map(|x| x.as_raw_fd()),
             as_sibling: self.as_sibling,
             pid_file: self.pid_file.to_owned(),
+            open_bind_sources: matches!(self.container_type, ContainerType::InitContainer)
+                && nix::unistd::geteuid().is_root()
+                && !crate::rootfs::bind_sources_opened_by_host(&self.spec).is_empty(),
         };
 
         let init_pid = process::container_main_process::container_main_process(&container_args)

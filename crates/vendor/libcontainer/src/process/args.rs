@@ -58,4 +58,9 @@ pub struct ContainerArgs {
     /// File path used to communicate the PID of the
     /// container process to the higher-level runtime.
     pub pid_file: Option<PathBuf>,
+    /// gpurun patch: the main process opens the sources of these bind
+    /// mounts (`rootfs::bind_sources_opened_by_host`) as the host's root,
+    /// inside the container's mount namespace, and the init mounts from
+    /// the descriptors, as runc does for a container with a user namespace.
+    pub open_bind_sources: bool,
 }

@@ -191,6 +191,8 @@ impl MainReceiver {
 
         match msg {
             Message::AskMountFd(req) => Ok(req),
+            // gpurun patch: the init failed before it asked.
+            Message::ExecFailed(err) => Err(ChannelError::init_failed(err)),
             msg => Err(ChannelError::unexpected("AskMountFd", msg)),
         }
     }
@@ -289,6 +291,8 @@ impl MainReceiver {
             })?;
         match msg {
             Message::HookRequest => Ok(()),
+            // gpurun patch: the init failed before it asked (its rootfs).
+            Message::ExecFailed(err) => Err(ChannelError::init_failed(err)),
             msg => Err(ChannelError::unexpected("HookRequest", msg)),
         }
     }

@@ -45,6 +45,10 @@ pub enum ProcessError {
     Hooks(#[from] crate::hooks::HookError),
     #[error("failed to build OCI state: {0}")]
     OciStateBuild(String),
+    /// gpurun patch: the main process could not return to its own mount
+    /// namespace after opening bind sources in the container's.
+    #[error("return to the runtime's mount namespace")]
+    MountNamespace(#[source] std::io::Error),
 }
 
 type Result<T> = std::result::Result<T, ProcessError>;
@@ -232,6 +236,11 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         }
     }
 
+    if container_args.open_bind_sources {
+        init_main_receiver.wait_for_mount_fd_request()?;
+        send_bind_sources(&container_args.spec, init_pid, &mut init_sender)?;
+    }
+
     if matches!(container_args.container_type, ContainerType::InitContainer) {
         if let Some(hooks) = container_args.spec.hooks() {
             init_main_receiver.wait_for_hook_request()?;
@@ -404,6 +413,63 @@ impl Drop for KillOnError {
             let _ = waitpid(*pid, None);
         }
     }
+}
+
+/// gpurun patch, runc's mount sources: opens the source of each mount of
+/// `rootfs::bind_sources_opened_by_host` as the host's root from inside
+/// the init's mount namespace (so the mount the init clones from the
+/// descriptor is one of its own namespace's), and sends the descriptors in
+/// that order. A source that cannot be opened (or a namespace that cannot
+/// be entered) is sent as an error: the init then mounts from the path and
+/// reports its own failure, naming the mount.
+fn send_bind_sources(
+    spec: &oci_spec::runtime::Spec,
+    init_pid: Pid,
+    init_sender: &mut channel::InitSender,
+) -> Result<()> {
+    use nix::fcntl::OFlag;
+    use nix::sched::CloneFlags;
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    let sources: Vec<&std::path::Path> = crate::rootfs::bind_sources_opened_by_host(spec)
+        .into_iter()
+        .filter_map(|i| mounts[i].source().as_deref())
+        .collect();
+    let host_ns = File::open("/proc/self/ns/mnt");
+    let entered = host_ns.as_ref().map_err(|e| e.to_string()).and_then(|_| {
+        let container_ns =
+            File::open(format!("/proc/{init_pid}/ns/mnt")).map_err(|e| e.to_string())?;
+        nix::sched::setns(&container_ns, CloneFlags::CLONE_NEWNS).map_err(|e| e.to_string())
+    });
+    let opened: Vec<std::result::Result<std::os::fd::OwnedFd, String>> = sources
+        .iter()
+        .map(|source| {
+            if let Err(e) = &entered {
+                return Err(format!("enter the container's mount namespace: {e}"));
+            }
+            nix::fcntl::open(
+                *source,
+                OFlag::O_PATH | OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            // SAFETY: open returned a new descriptor that nothing else owns.
+            .map(|fd| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+            .map_err(|e| format!("open {}: {e}", source.display()))
+        })
+        .collect();
+    if let (Ok(()), Ok(host_ns)) = (&entered, &host_ns) {
+        nix::sched::setns(host_ns, CloneFlags::CLONE_NEWNS)
+            .map_err(|e| ProcessError::MountNamespace(e.into()))?;
+    }
+    for source in opened {
+        match source {
+            Ok(fd) => init_sender.send_mount_fd_reply(fd.as_raw_fd())?,
+            Err(why) => {
+                tracing::debug!("bind source not opened by the runtime: {why}");
+                init_sender.send_mount_fd_error(why)?
+            }
+        }
+    }
+    Ok(())
 }
 
 fn setup_mapping(config: &UserNamespaceConfig, pid: Pid) -> Result<()> {

@@ -1423,6 +1423,40 @@ fn make_file_in_root(root: BorrowedFd, dest: &Path) -> std::io::Result<()> {
     }
 }
 
+/// gpurun patch: the spec mounts whose sources the host's root opens for a
+/// container with a user namespace (their indexes in `spec.mounts`): bind
+/// mounts of an absolute host path. The container's root may be unable to
+/// reach such a source (a 0700 directory of the host's root on the way);
+/// runc opens them the same way. A source under `/proc/self` or
+/// `/proc/thread-self` names the init's own descriptors and is left alone.
+pub fn bind_sources_opened_by_host(spec: &oci_spec::runtime::Spec) -> Vec<usize> {
+    let has_user_namespace = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().as_ref())
+        .is_some_and(|ns| {
+            ns.iter()
+                .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User)
+        });
+    if !has_user_namespace {
+        return Vec::new();
+    }
+    let mounts = spec.mounts().as_deref().unwrap_or_default();
+    mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            is_bind(m)
+                && m.source().as_ref().is_some_and(|s| {
+                    s.is_absolute()
+                        && !s.starts_with("/proc/self")
+                        && !s.starts_with("/proc/thread-self")
+                })
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// `path` opened with O_PATH, resolved as if `root` were `/`.
 fn resolve_in_root(root: BorrowedFd, path: &Path) -> std::io::Result<OwnedFd> {
     safe_fs::openat2(root, path, libc::O_PATH, safe_fs::IN_ROOT)

@@ -85,9 +85,11 @@ pub fn container_init_process(
         let in_user_ns = utils::is_in_new_userns().map_err(InitProcessError::Io)?;
         let bind_service = ctx.ns.get(LinuxNamespaceType::User)?.is_some() || in_user_ns;
         let rootfs = RootFS::new();
+        let (spec_for_rootfs, bind_sources) =
+            bind_sources_from_host(args, ctx.spec, main_sender, init_receiver)?;
         rootfs
             .prepare_rootfs(
-                ctx.spec,
+                &spec_for_rootfs,
                 ctx.rootfs,
                 bind_service,
                 ctx.ns.get(LinuxNamespaceType::Cgroup)?.is_some(),
@@ -97,6 +99,7 @@ pub fn container_init_process(
                 InitProcessError::RootFS(err)
             })?;
         tracing::debug!(target: "libcontainer::lifecycle", "rootfs prepared");
+        drop(bind_sources);
 
         if let Some(hooks) = ctx.hooks {
             // send a request to the main process to run prestart and create_runtime hooks.
@@ -682,6 +685,48 @@ fn masked_paths(
     }
 
     Ok(())
+}
+
+/// gpurun patch, runc's mount sources: for a container whose bind sources
+/// the main process opens (`ContainerArgs::open_bind_sources`), asks for
+/// them and returns the spec with each source received replaced by its
+/// descriptor's `/proc/self/fd` path, and the descriptors, to be kept open
+/// until the mounts are made. A source the main process could not open
+/// keeps its path.
+fn bind_sources_from_host<'a>(
+    args: &ContainerArgs,
+    spec: &'a Spec,
+    main_sender: &mut channel::MainSender,
+    init_receiver: &mut channel::InitReceiver,
+) -> Result<(std::borrow::Cow<'a, Spec>, Vec<std::os::fd::OwnedFd>)> {
+    if !args.open_bind_sources {
+        return Ok((std::borrow::Cow::Borrowed(spec), Vec::new()));
+    }
+    main_sender.request_mount_fd(crate::process::message::MountMsg {
+        source: PathBuf::new(),
+        idmap: None,
+        clone_mount_tree_recursively: false,
+    })?;
+    let mut mounts = spec.mounts().clone().unwrap_or_default();
+    let mut held = Vec::new();
+    for index in crate::rootfs::bind_sources_opened_by_host(spec) {
+        match init_receiver.wait_for_mount_fd_reply() {
+            Ok(fd) => {
+                mounts[index].set_source(Some(PathBuf::from(format!(
+                    "/proc/self/fd/{}",
+                    fd.as_raw_fd()
+                ))));
+                held.push(fd);
+            }
+            Err(channel::ChannelError::MountFdError(why)) => {
+                tracing::debug!("bind source from its path: {why}");
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    let mut edited = spec.clone();
+    edited.set_mounts(Some(mounts));
+    Ok((std::borrow::Cow::Owned(edited), held))
 }
 
 // Enter into rest of namespace. Note, we already entered into user and pid
