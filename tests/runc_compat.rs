@@ -1409,19 +1409,98 @@ fn exec_cgroup_paths_as_runc_reads_them() {
             "{program:?}: {}",
             out.stderr
         );
-        if program == gpurun_bin() && Path::new("/sys/fs/cgroup/memory").is_dir() {
+        // A repeated --cgroup names a controller in each; a second PATH
+        // alone is refused.
+        for (flags, words) in [(&["a", "b"][..], "(missing <controller>: prefix)")] {
+            let mut args = vec!["exec"];
+            for flag in flags {
+                args.extend(["--cgroup", flag]);
+            }
+            args.extend([id.as_str(), "true"]);
+            let out = runtime_cmd(&program, &root, &args);
+            assert_eq!(out.code, 255, "{program:?} {flags:?}: {}", out.stderr);
+            assert!(
+                out.stderr.contains(words),
+                "{program:?} {flags:?}: {}",
+                out.stderr
+            );
+        }
+        if Path::new("/sys/fs/cgroup/memory").is_dir() && Path::new("/sys/fs/cgroup/pids").is_dir()
+        {
+            // cgroup v1: CTRL:PATH joins PATH in that hierarchy only.
+            let state: serde_json::Value =
+                serde_json::from_str(&runtime_cmd(&program, &root, &["state", &id]).stdout)
+                    .unwrap();
+            let cgroup_of = |controller: &str| -> String {
+                let text = fs::read_to_string(format!("/proc/{}/cgroup", state["pid"])).unwrap();
+                text.lines()
+                    .find_map(|l| {
+                        let mut f = l.splitn(3, ':');
+                        let (_, names, path) = (f.next()?, f.next()?, f.next()?);
+                        names
+                            .split(',')
+                            .any(|n| n == controller)
+                            .then(|| path.to_owned())
+                    })
+                    .unwrap()
+            };
+            let (memory, pids, cpu) = (cgroup_of("memory"), cgroup_of("pids"), cgroup_of("cpu"));
+            let memory_sub = format!("/sys/fs/cgroup/memory{memory}/sub");
+            let pids_sub = format!("/sys/fs/cgroup/pids{pids}/other");
+            fs::create_dir(&memory_sub).unwrap();
+            fs::create_dir(&pids_sub).unwrap();
             let out = runtime_cmd(
                 &program,
                 &root,
-                &["exec", "--cgroup", "memory:sub", &id, "true"],
+                &[
+                    "exec",
+                    "--cgroup",
+                    "memory:sub",
+                    "--cgroup",
+                    "pids:/other",
+                    &id,
+                    "cat",
+                    "/proc/self/cgroup",
+                ],
             );
-            assert_eq!(out.code, 255, "{}", out.stderr);
+            let _ = (fs::remove_dir(&memory_sub), fs::remove_dir(&pids_sub));
+            assert_eq!(out.code, 0, "{program:?}: {}", out.stderr);
+            let line = |controller: &str| {
+                out.stdout
+                    .lines()
+                    .find(|l| {
+                        l.split(':')
+                            .nth(1)
+                            .is_some_and(|n| n.split(',').any(|n| n == controller))
+                    })
+                    .map(|l| l.splitn(3, ':').nth(2).unwrap_or_default().to_owned())
+                    .unwrap_or_default()
+            };
+            // Seen from inside the container's cgroup namespace or not, the
+            // sub-cgroup is the last component in the named hierarchies only.
             assert!(
-                out.stderr.contains("not supported on cgroup v1"),
-                "{}",
-                out.stderr
+                line("memory").ends_with("/sub"),
+                "{program:?}: {}",
+                out.stdout
             );
-            assert!(cgroup_dirs(&format!("gpurun/{id}/memory:sub")).is_empty());
+            assert!(
+                line("pids").ends_with("/other"),
+                "{program:?}: {}",
+                out.stdout
+            );
+            assert!(
+                !line("cpu").ends_with("/sub") && !line("cpu").ends_with("/other"),
+                "{program:?}: {}",
+                out.stdout
+            );
+            let _ = cpu;
+            // A controller the host has no hierarchy for.
+            let out = runtime_cmd(
+                &program,
+                &root,
+                &["exec", "--cgroup", "nosuch:x", &id, "true"],
+            );
+            assert_eq!(out.code, 255, "{program:?}: {}", out.stderr);
         }
         runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
     }

@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod criu;
 mod events;
+mod exec;
 pub mod go_flags;
 mod run;
 mod setup;
@@ -14,6 +15,7 @@ mod update;
 
 pub use criu::{CheckpointArgs, CriuFlags, RestoreArgs};
 pub use events::EventsArgs;
+pub use exec::ExecArgs;
 pub use run::RunArgs;
 pub use setup::{Engine, LxcHookArgs, SetupArgs};
 pub use update::UpdateArgs;
@@ -113,7 +115,7 @@ pub enum Command {
     /// Delete a container and everything it holds
     Delete(liboci_cli::Delete),
     /// Run a new process inside a running container
-    Exec(liboci_cli::Exec),
+    Exec(ExecArgs),
     /// Checkpoint a running container with CRIU (it stops unless --leave-running)
     Checkpoint(CheckpointArgs),
     /// Restore a container from a checkpoint

@@ -1,8 +1,8 @@
+use crate::cli::ExecArgs;
 use anyhow::{Context, Result};
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::ContainerStatus;
 use libcontainer::syscall::syscall::SyscallType;
-use liboci_cli::Exec;
 use nix::sys::wait::{waitpid, WaitStatus};
 
 use crate::runtime::executor::GpurunExecutor;
@@ -12,11 +12,11 @@ use crate::runtime::{containers, context::Ctx};
 /// Runs a process in a running container; returns its exit code unless
 /// --detach. exec's own failures exit 255 and start with "exec failed", as
 /// runc's do: engines tell them from the process's own exit codes so.
-pub fn exec(ctx: &Ctx, args: Exec) -> Result<i32> {
+pub fn exec(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
     exec_in(ctx, args).map_err(|e| e.context(crate::runtime::context::Failure::EXEC))
 }
 
-fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {
+fn exec_in(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
     let id = &args.container_id;
     let container = containers::load(&ctx.root, id)?;
     let paused = container.status() == ContainerStatus::Paused;
@@ -47,12 +47,11 @@ fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {
             );
         }
     }
-    let sub_cgroup = match &args.cgroup {
-        Some(sub) => {
-            let cgroup = containers::cgroup_path(&container)?;
-            crate::runtime::cgroup_path::existing_sub_cgroup(&cgroup, sub)?
-        }
-        None => None,
+    let exec_cgroups = if args.cgroup.is_empty() {
+        crate::runtime::cgroup_path::ExecCgroups::default()
+    } else {
+        let cgroup = containers::cgroup_path(&container)?;
+        crate::runtime::cgroup_path::exec_cgroups(&cgroup, &args.cgroup)?
     };
     if args.process.is_none() && args.command.is_empty() {
         anyhow::bail!("exec needs a command, or --process FILE with a process.json");
@@ -99,7 +98,8 @@ fn exec_in(ctx: &Ctx, args: Exec) -> Result<i32> {
         .with_group(group)
         .with_capabilities(args.cap)
         .with_ignore_paused(args.ignore_paused)
-        .with_sub_cgroup(sub_cgroup)
+        .with_sub_cgroup(exec_cgroups.everywhere)
+        .with_extra_cgroup_dirs(exec_cgroups.per_controller)
         .with_apparmor(args.apparmor)
         .build();
     if console.is_some() {

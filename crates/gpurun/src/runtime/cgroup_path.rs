@@ -112,51 +112,115 @@ fn frozen(dirs: &[PathBuf]) -> Option<PathBuf> {
         .cloned()
 }
 
-/// `exec --cgroup SUB` read as runc reads it: `PATH` or
-/// `CONTROLLER[,CONTROLLER]:PATH` below the container's `cgroup`; `/` is the
-/// container's own cgroup. Returns the path to join (`None`: the
-/// container's own). The sub-cgroup must exist in each hierarchy it names;
-/// none is made.
-pub fn existing_sub_cgroup(cgroup: &Path, sub: &str) -> Result<Option<String>> {
-    let (controllers, given) = match sub.split_once(':') {
-        Some((c, p)) => (Some(c), p),
-        None => (None, sub),
-    };
-    let sub_path = Path::new(given.trim_start_matches('/'));
-    if sub_path
+/// Where `exec --cgroup` puts a process, besides the container's cgroup.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ExecCgroups {
+    /// A sub-cgroup path joined in every hierarchy (`--cgroup PATH`).
+    pub everywhere: Option<String>,
+    /// Sub-cgroup directories joined in the hierarchies named
+    /// (`--cgroup CTRL[,CTRL]:PATH` on cgroup v1), one per controller.
+    pub per_controller: Vec<PathBuf>,
+}
+
+/// The `--cgroup` flags as runc reads them: `CTRL[,CTRL]:PATH`, repeatable
+/// (a controller named twice takes the later path); or one `PATH` alone
+/// (key ""), for every hierarchy.
+pub fn parse_exec_cgroups(flags: &[String]) -> Result<Vec<(String, String)>> {
+    let mut paths: Vec<(String, String)> = Vec::new();
+    for flag in flags {
+        match flag.split_once(':') {
+            Some((controllers, path)) => {
+                for controller in controllers.split(',') {
+                    if controller.is_empty() {
+                        bail!("invalid --cgroup argument: {flag} (empty <controller> prefix)");
+                    }
+                    // A controller named again takes the later path, as
+                    // in runc 1.1.
+                    paths.retain(|(c, _)| c != controller);
+                    paths.push((controller.to_owned(), path.to_owned()));
+                }
+            }
+            None if flags.len() != 1 => {
+                bail!("invalid --cgroup argument: {flag} (missing <controller>: prefix)")
+            }
+            None => paths.push((String::new(), flag.clone())),
+        }
+    }
+    Ok(paths)
+}
+
+/// The sub-cgroup `sub` (a path below the container's cgroup, `/` or empty
+/// for the cgroup itself) as a clean relative path, or runc's refusal.
+fn sub_cgroup_path(flag: &str, sub: &str) -> Result<PathBuf> {
+    let path = Path::new(sub.trim_start_matches('/'));
+    if path
         .components()
         .any(|c| !matches!(c, Component::Normal(_)))
     {
-        bail!("exec --cgroup {sub:?}: {given} is not a sub cgroup path: give a path below the container's cgroup");
+        bail!("exec --cgroup {flag:?}: {sub} is not a sub cgroup path: give a path below the container's cgroup");
     }
-    if sub_path.as_os_str().is_empty() {
-        return Ok(None);
+    Ok(path.to_owned())
+}
+
+/// Checks the `--cgroup` flags of an exec into the container whose cgroup
+/// is `cgroup`: the sub-cgroups must exist (exec joins, never makes them),
+/// and a controller must be one of the container's hierarchies.
+pub fn exec_cgroups(cgroup: &Path, flags: &[String]) -> Result<ExecCgroups> {
+    let mut out = ExecCgroups::default();
+    let relative = cgroup.strip_prefix("/").unwrap_or(cgroup);
+    for (controller, sub) in parse_exec_cgroups(flags)? {
+        let flag = if controller.is_empty() {
+            sub.clone()
+        } else {
+            format!("{controller}:{sub}")
+        };
+        let path = sub_cgroup_path(&flag, &sub)?;
+        if controller.is_empty() {
+            if path.as_os_str().is_empty() {
+                continue;
+            }
+            // In each hierarchy the container has a cgroup in.
+            let dirs: Vec<PathBuf> = hierarchy_dirs(cgroup)
+                .into_iter()
+                .filter(|d| d.is_dir())
+                .map(|d| d.join(&path))
+                .collect();
+            if dirs.is_empty() {
+                bail!("exec --cgroup {flag:?}: the container has no such cgroup");
+            }
+            if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
+                bail!(
+                    "exec --cgroup {flag:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
+                    missing.display()
+                );
+            }
+            out.everywhere = Some(path.to_string_lossy().into_owned());
+            continue;
+        }
+        // cgroup v2 has one hierarchy, whose key is "" in runc.
+        let hierarchy = Path::new(CGROUP_ROOT).join(if controller.starts_with("name=") {
+            controller.trim_start_matches("name=")
+        } else {
+            controller.as_str()
+        });
+        if is_unified() || !hierarchy.join(relative).is_dir() {
+            bail!(
+                "exec --cgroup {flag:?}: unknown controller {controller} in SubCgroupPaths: name a controller the container has a cgroup in{}",
+                if is_unified() { " (cgroup v2 has one hierarchy: give the path alone)" } else { "" }
+            );
+        }
+        let dir = hierarchy.join(relative).join(&path);
+        if !dir.is_dir() {
+            bail!(
+                "exec --cgroup {flag:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
+                dir.display()
+            );
+        }
+        if !path.as_os_str().is_empty() {
+            out.per_controller.push(dir);
+        }
     }
-    if controllers.is_some() && !is_unified() {
-        // libcontainer joins one path in every hierarchy: it would make
-        // a cgroup literally named "memory:sub" in each.
-        bail!(
-            "exec --cgroup {sub:?}: joining a sub-cgroup of some controllers only is not supported on cgroup v1; give the path alone ({}) to join it in every controller",
-            sub_path.display()
-        );
-    }
-    // In each hierarchy the container has a cgroup in (on v2 there is one:
-    // the controllers named do not choose).
-    let dirs: Vec<PathBuf> = hierarchy_dirs(cgroup)
-        .into_iter()
-        .filter(|d| d.is_dir())
-        .map(|d| d.join(sub_path))
-        .collect();
-    if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
-        bail!(
-            "exec --cgroup {sub:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
-            missing.display()
-        );
-    }
-    if dirs.is_empty() {
-        bail!("exec --cgroup {sub:?}: the container has no such cgroup");
-    }
-    Ok(Some(sub_path.to_string_lossy().into_owned()))
+    Ok(out)
 }
 
 /// Every pid in a cgroupfs path, in any hierarchy. Empty for a
@@ -228,6 +292,24 @@ fn user_manager_reachable(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exec_cgroup_flags_as_runc_reads_them() {
+        let flags =
+            |f: &[&str]| parse_exec_cgroups(&f.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(flags(&["sub"]).unwrap(), [("".into(), "sub".into())]);
+        assert_eq!(
+            flags(&["memory,pids:a", "memory:b"]).unwrap(),
+            [
+                ("pids".to_string(), "a".to_string()),
+                ("memory".into(), "b".into())
+            ]
+        );
+        let err = flags(&["a", "b"]).unwrap_err().to_string();
+        assert!(err.contains("(missing <controller>: prefix)"), "{err}");
+        let err = flags(&[":a"]).unwrap_err().to_string();
+        assert!(err.contains("(empty <controller> prefix)"), "{err}");
+    }
 
     #[test]
     fn the_user_manager_is_reached_as_libcgroups_reaches_it() {

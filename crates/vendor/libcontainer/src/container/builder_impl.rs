@@ -64,6 +64,8 @@ pub(super) struct ContainerBuilderImpl {
     pub as_sibling: bool,
     // Run the process in an (existing) sub-cgroup(s)
     pub sub_cgroup_path: Option<String>,
+    /// gpurun patch: see `ContainerArgs::extra_cgroup_dirs`.
+    pub extra_cgroup_dirs: Vec<PathBuf>,
     // Asm process label for the process commonly used with selinux.
     // TODO: youki does not support selinux yet
     #[allow(dead_code)]
@@ -193,6 +195,7 @@ impl ContainerBuilderImpl {
             stderr: self.stderr.as_ref().map(|x| x.as_raw_fd()),
             as_sibling: self.as_sibling,
             pid_file: self.pid_file.to_owned(),
+            extra_cgroup_dirs: self.extra_cgroup_dirs.clone(),
             open_bind_sources: matches!(self.container_type, ContainerType::InitContainer)
                 && nix::unistd::geteuid().is_root()
                 && !crate::rootfs::bind_sources_opened_by_host(&self.spec).is_empty(),

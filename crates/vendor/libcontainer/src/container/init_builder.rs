@@ -144,6 +144,7 @@ impl InitContainerBuilder {
             stderr: self.base.stderr,
             as_sibling: self.as_sibling,
             sub_cgroup_path: None,
+            extra_cgroup_dirs: Vec::new(),
             process_label: None,
         };
 

@@ -57,6 +57,7 @@ pub struct TenantContainerBuilder {
     group: Option<u32>,
     ignore_paused: bool,
     sub_cgroup: Option<String>,
+    extra_cgroup_dirs: Vec<PathBuf>,
     process_label: Option<String>,
     apparmor: Option<String>,
 }
@@ -157,6 +158,7 @@ impl TenantContainerBuilder {
             group: None,
             ignore_paused: false,
             sub_cgroup: None,
+            extra_cgroup_dirs: Vec::new(),
             process_label: None,
             apparmor: None,
         }
@@ -234,6 +236,13 @@ impl TenantContainerBuilder {
         self
     }
 
+    /// gpurun patch: cgroup directories the process joins after the
+    /// container's (runc's `exec --cgroup CTRL:PATH` on cgroup v1).
+    pub fn with_extra_cgroup_dirs(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.extra_cgroup_dirs = dirs;
+        self
+    }
+
     pub fn with_sub_cgroup(mut self, sub_cgroup: Option<String>) -> Self {
         self.sub_cgroup = sub_cgroup;
         self
@@ -299,6 +308,7 @@ impl TenantContainerBuilder {
             stderr: self.base.stderr,
             as_sibling: self.as_sibling,
             sub_cgroup_path: self.sub_cgroup,
+            extra_cgroup_dirs: self.extra_cgroup_dirs,
             process_label: self.process_label,
         };
 

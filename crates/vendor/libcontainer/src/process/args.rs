@@ -63,4 +63,8 @@ pub struct ContainerArgs {
     /// inside the container's mount namespace, and the init mounts from
     /// the descriptors, as runc does for a container with a user namespace.
     pub open_bind_sources: bool,
+    /// gpurun patch: cgroup directories an exec'd process joins after the
+    /// container's own (runc's per-controller `exec --cgroup CTRL:PATH` on
+    /// cgroup v1), each a sub-cgroup of one hierarchy.
+    pub extra_cgroup_dirs: Vec<PathBuf>,
 }

@@ -87,6 +87,13 @@ pub fn container_intermediate_process(
         linux.resources().as_ref(),
         matches!(args.container_type, ContainerType::InitContainer),
     )?;
+    // gpurun patch: per-controller sub-cgroups of an exec'd process, joined
+    // before it is cloned, as runc joins them.
+    for dir in &args.extra_cgroup_dirs {
+        std::fs::write(dir.join("cgroup.procs"), current_pid.to_string()).map_err(|err| {
+            IntermediateProcessError::Cgroup(format!("join {}: {err}", dir.display()))
+        })?;
+    }
 
     // setting CPU affinity for tenant container after cgroup move
     if matches!(args.container_type, ContainerType::TenantContainer { .. }) {
