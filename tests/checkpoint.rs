@@ -342,3 +342,85 @@ fn gpu_containers_are_refused_and_keep_running() {
     assert_eq!(rt.state(&id)["status"], "running");
     rt.run(["delete", "--force", &id]).ok();
 }
+
+/// runc's `checkpoint --pre-dump`: memory only, the container keeps
+/// counting, and a full checkpoint with `--parent-path` (relative to
+/// `--image-path`, checked before CRIU runs) builds on it; the restored
+/// container goes on. Where the kernel cannot track dirty pages (no
+/// CONFIG_MEM_SOFT_DIRTY, as on the CI host; the host matrix's Debian
+/// kernels have it), the pre-dump is refused in runc's words and the
+/// container is left running.
+#[test]
+fn pre_dump_then_a_checkpoint_on_top_of_it() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = counting(100_000);
+    let images = Scratch::new("images");
+    let (pre, full) = (images.path().join("pre"), images.path().join("full"));
+    fs::create_dir_all(&full).unwrap();
+    let id = unique("predump");
+    start(&rt, &bundle, &id);
+    wait_for_count(&bundle, 5);
+
+    let absolute = pre.to_str().unwrap();
+    let out = checkpoint(&rt, &full, &["--parent-path", absolute], &id);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--parent-path must be relative"),
+        "{}",
+        out.stderr
+    );
+    let out = checkpoint(&rt, &full, &["--parent-path", "../missing"], &id);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("invalid --parent-path"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(rt.state(&id)["status"], "running");
+
+    let tracks = Command::new(criu())
+        .args(["check", "--feature", "mem_dirty_track"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    let out = checkpoint(&rt, &pre, &["--pre-dump"], &id);
+    if !tracks {
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("memory tracking not supported"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(rt.state(&id)["status"], "running");
+        rt.run(["delete", "--force", &id]).ok();
+        return;
+    }
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let pages = |dir: &Path| {
+        fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("pages-"))
+    };
+    assert!(pages(&pre), "the pre-dump wrote no memory pages");
+    assert_eq!(rt.state(&id)["status"], "running");
+    let after_pre_dump = count(&bundle);
+    wait_for_count(&bundle, after_pre_dump + 3);
+
+    let out = checkpoint(&rt, &full, &["--parent-path", "../pre"], &id);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        fs::symlink_metadata(full.join("parent")).is_ok_and(|m| m.file_type().is_symlink()),
+        "the checkpoint does not name its parent"
+    );
+    let stopped_at = count(&bundle);
+    let restored = unique("predump-restored");
+    let out = restore(&rt, &full, bundle.dir.to_str().unwrap(), &["-d"], &restored);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    wait_for_count(&bundle, stopped_at + 2);
+    assert!(count(&bundle) > stopped_at);
+    rt.run(["delete", "--force", &restored]).ok();
+}

@@ -5,6 +5,7 @@
 use std::fs::{self, DirBuilder, File};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use libcontainer::container::ContainerStatus;
@@ -33,9 +34,6 @@ pub fn apply_criu_flags(flags: &CriuFlags, client: &mut rust_criu::Criu) -> Resu
 }
 
 pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<()> {
-    if args.pre_dump {
-        bail!("--pre-dump is not supported (the CRIU client gpurun uses has no pre-dump): take a full checkpoint");
-    }
     let id = &args.container_id;
     let mut container = containers::load(&ctx.root, id)?;
     container.refresh_status()?;
@@ -63,6 +61,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<()> {
         .as_raw();
     let rootfs = prepare::rootfs_of(&spec, container.bundle())?;
 
+    check_parent_path(&args)?;
     let mut client = criu::client(ctx)?;
     DirBuilder::new()
         .recursive(true)
@@ -91,6 +90,22 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<()> {
         .work_path
         .as_ref()
         .unwrap_or(&args.criu.image_path);
+    if args.pre_dump {
+        let freezer = if containers::has_cgroup(&container) {
+            freezer_dir(&containers::cgroup_path(&container)?)
+        } else {
+            None
+        };
+        return pre_dump(
+            ctx,
+            &args,
+            pid,
+            &rootfs,
+            (&images, work.as_ref()),
+            freezer,
+            log_dir,
+        );
+    }
 
     for (destination, _) in criu::external_binds(&spec) {
         let key = destination.to_string_lossy().into_owned();
@@ -179,6 +194,94 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<()> {
         container
             .delete(true)
             .with_context(|| format!("delete container {id:?} after its checkpoint"))?;
+    }
+    Ok(())
+}
+
+/// runc's `--parent-path` rule, checked before CRIU runs: a path relative
+/// to `--image-path` (CRIU reads it from there) naming a directory.
+fn check_parent_path(args: &CheckpointArgs) -> Result<()> {
+    let Some(parent) = &args.parent_path else {
+        return Ok(());
+    };
+    if Path::new(parent).is_absolute() {
+        bail!("--parent-path must be relative (to --image-path): give ../NAME of the earlier checkpoint's directory");
+    }
+    let real = args.criu.image_path.join(parent);
+    match fs::metadata(&real) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => bail!("invalid --parent-path: {}: not a directory", real.display()),
+        Err(e) => bail!("invalid --parent-path: {}: {e}", real.display()),
+    }
+}
+
+/// runc's `checkpoint --pre-dump`: the container's memory only, with the
+/// kernel's dirty-page tracking started, so that a later checkpoint with
+/// `--parent-path` writes only what changed since; the container keeps
+/// running. rust-criu's client has no pre-dump, so this is CRIU's own RPC
+/// (`criu::request`), after CRIU says it can track memory here.
+fn pre_dump(
+    ctx: &Ctx,
+    args: &CheckpointArgs,
+    pid: i32,
+    rootfs: &Path,
+    (images, work): (&File, Option<&File>),
+    freezer: Option<std::path::PathBuf>,
+    log_dir: &Path,
+) -> Result<()> {
+    use protobuf::MessageField;
+    use rust_criu::rust_criu_protobuf::rpc;
+
+    let id = &args.container_id;
+    let criu = criu::path(ctx);
+    let mut check = rpc::Criu_req::new();
+    check.set_type(rpc::Criu_req_type::FEATURE_CHECK);
+    let mut wanted = rpc::Criu_features::new();
+    wanted.set_mem_track(true);
+    check.features = MessageField::some(wanted);
+    if !criu::request(&criu, &check)?.features.mem_track() {
+        bail!("checkpoint --pre-dump of container {id:?}: memory tracking not supported (the kernel has no soft-dirty page tracking, CONFIG_MEM_SOFT_DIRTY): take a full checkpoint");
+    }
+    let mut opts = rpc::Criu_opts::new();
+    opts.set_images_dir_fd(images.as_raw_fd());
+    if let Some(work) = work {
+        opts.set_work_dir_fd(work.as_raw_fd());
+    }
+    opts.set_log_level(4);
+    opts.set_log_file("dump.log".into());
+    opts.set_pid(pid);
+    opts.set_root(rootfs.to_string_lossy().into_owned());
+    opts.set_track_mem(true);
+    opts.set_manage_cgroups(true);
+    opts.set_manage_cgroups_mode(match args.criu.manage_cgroups_mode.as_str() {
+        "ignore" => rpc::Criu_cg_mode::IGNORE,
+        "full" => rpc::Criu_cg_mode::FULL,
+        "strict" => rpc::Criu_cg_mode::STRICT,
+        _ => rpc::Criu_cg_mode::SOFT,
+    });
+    opts.set_shell_job(args.criu.shell_job);
+    opts.set_ext_unix_sk(args.criu.ext_unix_sk);
+    opts.set_tcp_established(args.criu.tcp_established);
+    opts.set_file_locks(args.criu.file_locks);
+    if let Some(parent) = &args.parent_path {
+        opts.set_parent_img(parent.clone());
+    }
+    if let Some(freezer) = freezer {
+        opts.set_freeze_cgroup(freezer.to_string_lossy().into_owned());
+    }
+    let mut request = rpc::Criu_req::new();
+    request.set_type(rpc::Criu_req_type::PRE_DUMP);
+    request.opts = MessageField::some(opts);
+    let answer = criu::request(&criu, &request)?;
+    if !answer.success() {
+        let log = log_dir.join("dump.log");
+        bail!(
+            "checkpoint --pre-dump of container {id:?} failed: {} (errno {}): {} (see {})",
+            answer.cr_errmsg(),
+            answer.cr_errno(),
+            criu::log_errors(&log),
+            log.display()
+        );
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::Spec;
+use rust_criu::rust_criu_protobuf::rpc;
 use rust_criu::Criu;
 
 use crate::runtime::context::Ctx;
@@ -20,15 +21,19 @@ pub const DESCRIPTORS: &str = "descriptors.json";
 /// controllers), which restore binds to the new cgroup's directories.
 pub const CGROUP_MOUNTS: &str = "gpurun-cgroup-mounts.json";
 
-/// A CRIU client for `--criu` (default: criu on PATH), checked to run.
-pub fn client(ctx: &Ctx) -> Result<Criu> {
-    let path = ctx
-        .settings
+/// The CRIU binary: `--criu`, else criu on PATH.
+pub fn path(ctx: &Ctx) -> String {
+    ctx.settings
         .criu
         .as_deref()
         .unwrap_or(Path::new("criu"))
         .to_string_lossy()
-        .into_owned();
+        .into_owned()
+}
+
+/// A CRIU client for `--criu` (default: criu on PATH), checked to run.
+pub fn client(ctx: &Ctx) -> Result<Criu> {
+    let path = path(ctx);
     let fix = "install CRIU 3.15 or newer, or pass --criu PATH (scripts/criu.sh fetches one that runs on current kernels)";
     let mut criu =
         Criu::new_with_criu_path(path.clone()).map_err(|e| anyhow::anyhow!("criu {path}: {e}"))?;
@@ -44,6 +49,58 @@ pub fn client(ctx: &Ctx) -> Result<Criu> {
         );
     }
     Criu::new_with_criu_path(path.clone()).map_err(|e| anyhow::anyhow!("criu {path}: {e}"))
+}
+
+/// One request to `criu swrk` over its socket, for what rust-criu's client
+/// cannot ask (pre-dump, feature checks): CRIU's own RPC, as runc speaks
+/// it. Descriptors named in the options are read by CRIU through
+/// /proc/<our pid>/fd. No notifications are asked for, so the first
+/// answer is the result.
+pub fn request(criu: &str, request: &rpc::Criu_req) -> Result<rpc::Criu_resp> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixDatagram;
+    use std::os::unix::process::CommandExt;
+
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    use protobuf::Message;
+
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    let theirs_fd = theirs.as_raw_fd();
+    let mut command = std::process::Command::new(criu);
+    command
+        .arg("swrk")
+        .arg(theirs_fd.to_string())
+        .stdin(std::process::Stdio::null());
+    // SAFETY: fcntl is async-signal-safe; it only lets CRIU inherit its
+    // end of the socket.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(theirs_fd, libc::F_SETFD, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("run {criu} swrk"))?;
+    drop(theirs);
+    let socket = UnixDatagram::from(ours);
+    let bytes = request.write_to_bytes()?;
+    let sent = (|| -> Result<rpc::Criu_resp> {
+        socket.send(&bytes).context("send the request to CRIU")?;
+        let mut answer = vec![0u8; 1 << 16];
+        let n = socket.recv(&mut answer).context("read CRIU's answer")?;
+        Ok(rpc::Criu_resp::parse_from_bytes(&answer[..n])?)
+    })();
+    drop(socket);
+    let _ = child.wait();
+    sent
 }
 
 /// A GPU container's CUDA state lives in the driver, which CRIU cannot
