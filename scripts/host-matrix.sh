@@ -13,7 +13,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- 6.1 6.12
-suites=${GPURUN_MATRIX_SUITES:-"layouts image lifecycle rootless cgroup_v2 security"}
+suites=${GPURUN_MATRIX_SUITES:-"layouts image lifecycle rootless cgroup_v2 security checkpoint"}
 
 cargo build --locked -p gpurun -p fake-nvml
 targets=""

@@ -278,13 +278,6 @@ fn failed_checkpoints_and_restores_leave_nothing() {
     // named, and the container runs on.
     let id = unique("flags");
     start(&rt, &bundle, &id);
-    let out = checkpoint(&rt, &images.path().join("p"), &["--pre-dump"], &id);
-    assert_eq!(out.code, 1);
-    assert!(
-        out.stderr.contains("--pre-dump is not supported"),
-        "{}",
-        out.stderr
-    );
     let out = checkpoint(&rt, &images.path().join("p"), &["--empty-ns", "ipc"], &id);
     assert_eq!(out.code, 1);
     assert!(
