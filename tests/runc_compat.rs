@@ -1600,3 +1600,70 @@ fn userns_bind_mounts_from_a_directory_only_host_root_can_search() {
         );
     }
 }
+
+/// cgroup v1: `blockIO.weightDevice` (Docker's `--blkio-weight-device`)
+/// reaches the container's cgroup as runc writes it: BFQ's
+/// `blkio.bfq.weight_device` on kernels without CFQ. The device is a loop
+/// device of the test's own, switched to BFQ.
+#[test]
+fn blkio_weight_devices_reach_the_cgroup() {
+    require_root!();
+    if !Path::new("/sys/fs/cgroup/blkio").is_dir() {
+        return; // cgroup v2: tests/cgroup_v2.rs
+    }
+    struct Loop(String);
+    impl Drop for Loop {
+        fn drop(&mut self) {
+            let _ = Command::new("losetup").args(["-d", &self.0]).status();
+        }
+    }
+    let scratch = Scratch::new("blkio");
+    let image = scratch.path().join("disk");
+    fs::write(&image, vec![0u8; 1 << 20]).unwrap();
+    let attached = run_cmd(
+        Command::new("losetup").args(["-f", "--show"]).arg(&image),
+        TIMEOUT,
+    );
+    attached.ok();
+    let device = Loop(attached.stdout.trim().to_owned());
+    let name = Path::new(&device.0)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    fs::write(format!("/sys/block/{name}/queue/scheduler"), "bfq").unwrap();
+    let rdev = {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(&device.0).unwrap().rdev()
+    };
+    let (major, minor) = (libc::major(rdev), libc::minor(rdev));
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.edit(|c| {
+            c["linux"]["resources"]["blockIO"] = json!({
+                "weightDevice": [{"major": major, "minor": minor, "weight": 321}]
+            });
+        });
+        bundle.set_args(&["sleep", "300"]);
+        let id = unique("blkio");
+        let dir = bundle.dir.to_str().unwrap();
+        runtime_cmd(&program, &root, &["run", "-d", "--bundle", dir, &id]).ok();
+        let state: serde_json::Value =
+            serde_json::from_str(&runtime_cmd(&program, &root, &["state", &id]).stdout).unwrap();
+        let cgroups = fs::read_to_string(format!("/proc/{}/cgroup", state["pid"])).unwrap();
+        let blkio = cgroups
+            .lines()
+            .find_map(|l| l.split_once(":blkio:").map(|(_, p)| p.to_owned()))
+            .unwrap();
+        let weights = fs::read_to_string(format!(
+            "/sys/fs/cgroup/blkio{blkio}/blkio.bfq.weight_device"
+        ))
+        .unwrap_or_default();
+        runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
+        assert!(
+            weights.lines().any(|l| l == format!("{major}:{minor} 321")),
+            "{program:?}: {weights}"
+        );
+    }
+}

@@ -40,8 +40,12 @@ const BLKIO_BFQ_WEIGHT: &str = "blkio.bfq.weight";
 // Specifies the relative proportion of block I/O access for specific devices available
 // to the cgroup. This overrides the the blkio.weight value for the specified device
 // Format: Major:Minor weight (weight can range from 100 to 1000)
-#[allow(dead_code)]
 const BLKIO_WEIGHT_DEVICE: &str = "blkio.weight_device";
+// gpurun patch: BFQ's per-device weight, and CFQ's leaf weights (kernels
+// before 5.0), written as runc writes them.
+const BLKIO_BFQ_WEIGHT_DEVICE: &str = "blkio.bfq.weight_device";
+const BLKIO_LEAF_WEIGHT: &str = "blkio.leaf_weight";
+const BLKIO_LEAF_WEIGHT_DEVICE: &str = "blkio.leaf_weight_device";
 
 // Common parameters which may be used for either policy but seem to be used only for
 // proportional weight division policy in practice
@@ -130,6 +134,34 @@ impl Blkio {
                     common::write_cgroup_file(&cgroup_file, blkio_weight)?;
                 } else {
                     common::write_cgroup_file(root_path.join(BLKIO_BFQ_WEIGHT), blkio_weight)?;
+                }
+            }
+        }
+
+        // gpurun patch: the leaf weight and the per-device weights were
+        // never written. As runc: a device weight goes to blkio.weight_device
+        // where CFQ's blkio.weight exists, else to BFQ's file.
+        if let Some(leaf_weight) = blkio.leaf_weight().filter(|w| *w != 0) {
+            common::write_cgroup_file(root_path.join(BLKIO_LEAF_WEIGHT), leaf_weight)?;
+        }
+        if let Some(devices) = blkio.weight_device().as_ref() {
+            let weight_device = if root_path.join(BLKIO_WEIGHT).exists() {
+                BLKIO_WEIGHT_DEVICE
+            } else {
+                BLKIO_BFQ_WEIGHT_DEVICE
+            };
+            for device in devices {
+                if let Some(weight) = device.weight().filter(|w| *w != 0) {
+                    common::write_cgroup_file_str(
+                        root_path.join(weight_device),
+                        &format!("{}:{} {weight}", device.major(), device.minor()),
+                    )?;
+                }
+                if let Some(leaf) = device.leaf_weight().filter(|w| *w != 0) {
+                    common::write_cgroup_file_str(
+                        root_path.join(BLKIO_LEAF_WEIGHT_DEVICE),
+                        &format!("{}:{} {leaf}", device.major(), device.minor()),
+                    )?;
                 }
             }
         }
