@@ -1667,3 +1667,92 @@ fn blkio_weight_devices_reach_the_cgroup() {
         );
     }
 }
+
+/// Only stdio and `--preserve-fds` reach the container's process, under
+/// `run`, `run -d`, `--log` and `exec`: the same descriptor numbers as
+/// under runc (`ls` adds one of its own, the highest).
+#[test]
+fn only_stdio_and_preserved_descriptors_reach_the_container() {
+    require_root!();
+    let mut seen = Vec::new();
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["ls", "/proc/self/fd"]);
+        let dir = bundle.dir.to_str().unwrap();
+        let log = root.path().join("log.json");
+        let log = log.to_str().unwrap();
+        let fds = |args: &[&str], preserve: bool| {
+            let mut cmd = Command::new(&program);
+            cmd.arg("--root").arg(root.path()).args(args);
+            if preserve {
+                // One descriptor to pass as fd 3, and one (fd 4) not to.
+                let keep = fs::File::open("/dev/null").unwrap();
+                let other = fs::File::open("/dev/null").unwrap();
+                use std::os::fd::AsRawFd;
+                let (keep, other) = (keep.as_raw_fd(), other.as_raw_fd());
+                // SAFETY: dup2 onto fds 3 and 4 of the child only.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        libc::dup2(keep, 3);
+                        libc::dup2(other, 4);
+                        // dup2 onto itself keeps close-on-exec.
+                        libc::fcntl(3, libc::F_SETFD, 0);
+                        libc::fcntl(4, libc::F_SETFD, 0);
+                        Ok(())
+                    });
+                }
+                let out = run_cmd(cmd.stdin(Stdio::null()), TIMEOUT);
+                drop((keep, other));
+                return out;
+            }
+            run_cmd(cmd.stdin(Stdio::null()), TIMEOUT)
+        };
+        let mut lists = Vec::new();
+        for (args, preserve) in [
+            (vec!["run", "--bundle", dir, &unique("fds")], false),
+            (
+                vec![
+                    "--log",
+                    log,
+                    "--log-format",
+                    "json",
+                    "run",
+                    "--bundle",
+                    dir,
+                    &unique("fds"),
+                ],
+                false,
+            ),
+            (
+                vec![
+                    "run",
+                    "--preserve-fds",
+                    "1",
+                    "--bundle",
+                    dir,
+                    &unique("fds"),
+                ],
+                true,
+            ),
+        ] {
+            let out = fds(&args, preserve);
+            assert_eq!(out.code, 0, "{program:?} {args:?}: {}", out.stderr);
+            lists.push(
+                out.stdout
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let (_sleeping, id) = sleeping_under(&program, &root, "fds");
+        let out = runtime_cmd(&program, &root, &["exec", &id, "ls", "/proc/self/fd"]);
+        assert_eq!(out.code, 0, "{program:?}: {}", out.stderr);
+        lists.push(out.stdout.split_whitespace().map(str::to_owned).collect());
+        runtime_cmd(&program, &root, &["delete", "--force", &id]).ok();
+        seen.push((program, lists));
+    }
+    let (ours, runc) = (&seen[0].1, &seen[1].1);
+    assert_eq!(ours, runc, "descriptors under gpurun and under runc");
+    assert_eq!(ours[0], ["0", "1", "2", "3"], "{ours:?}");
+    assert_eq!(ours[2], ["0", "1", "2", "3", "4"], "{ours:?}");
+}
