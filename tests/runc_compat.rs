@@ -1686,10 +1686,12 @@ fn only_stdio_and_preserved_descriptors_reach_the_container() {
             cmd.arg("--root").arg(root.path()).args(args);
             if preserve {
                 // One descriptor to pass as fd 3, and one (fd 4) not to.
-                let keep = fs::File::open("/dev/null").unwrap();
-                let other = fs::File::open("/dev/null").unwrap();
+                let files = [
+                    fs::File::open("/dev/null").unwrap(),
+                    fs::File::open("/dev/null").unwrap(),
+                ];
                 use std::os::fd::AsRawFd;
-                let (keep, other) = (keep.as_raw_fd(), other.as_raw_fd());
+                let (keep, other) = (files[0].as_raw_fd(), files[1].as_raw_fd());
                 // SAFETY: dup2 onto fds 3 and 4 of the child only.
                 unsafe {
                     cmd.pre_exec(move || {
@@ -1702,7 +1704,7 @@ fn only_stdio_and_preserved_descriptors_reach_the_container() {
                     });
                 }
                 let out = run_cmd(cmd.stdin(Stdio::null()), TIMEOUT);
-                drop((keep, other));
+                drop(files);
                 return out;
             }
             run_cmd(cmd.stdin(Stdio::null()), TIMEOUT)
