@@ -125,24 +125,25 @@ fn import_into(source: &ImageSource, image: &str, output: &Path) -> Result<()> {
         stats.symlinks,
         stats.hardlinks,
         stats.whiteouts,
-        if stats.skipped_devices > 0 {
-            format!(
-                ", {} device nodes skipped (no mknod without root)",
-                stats.skipped_devices
-            )
-        } else {
-            String::new()
-        },
-        if stats.unmapped_owners > 0 {
-            format!(
-                ", {} files keep your ownership (their owners are outside your subordinate ids)",
-                stats.unmapped_owners
-            )
-        } else {
-            String::new()
-        },
+        counted(
+            stats.skipped_devices,
+            "device nodes skipped (no mknod without root)"
+        ),
+        counted(
+            stats.unmapped_owners,
+            "files keep your ownership (their owners are outside your subordinate ids)"
+        ),
     );
     Ok(())
+}
+
+/// ", N what" when there are any.
+fn counted(n: u64, what: &str) -> String {
+    if n > 0 {
+        format!(", {n} {what}")
+    } else {
+        String::new()
+    }
 }
 
 /// Pulls from a registry into the cache, with a progress bar per blob on a

@@ -20,17 +20,28 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     let gpu_env = args.gpu_env();
     let id = args.container_id.as_deref().unwrap_or_default();
     let bundle = args.bundle.clone().unwrap_or_else(|| ".".into());
-    let launch_args = LaunchArgs {
+    let launch_args = launch_args(&args, id, &bundle, &gpu_env);
+    finish(ctx, &args, launch_args)
+}
+
+/// What `run`'s runc flags ask of the launch, for container `id` from
+/// `bundle` with the GPU flags' environment.
+fn launch_args<'a>(
+    args: &'a RunArgs,
+    id: &'a str,
+    bundle: &'a std::path::Path,
+    gpu_env: &'a [String],
+) -> LaunchArgs<'a> {
+    LaunchArgs {
         pid_file: args.pid_file.as_ref(),
         console_socket: args.console_socket.as_ref(),
         preserve_fds: args.preserve_fds,
         no_pivot: args.no_pivot,
         detach: args.detach,
-        extra_env: &gpu_env,
+        extra_env: gpu_env,
         relay_terminal: !args.detach,
-        ..LaunchArgs::new(id, &bundle)
-    };
-    finish(ctx, &args, launch_args)
+        ..LaunchArgs::new(id, bundle)
+    }
 }
 
 fn finish(ctx: &Ctx, args: &RunArgs, launch_args: LaunchArgs) -> Result<i32> {
@@ -94,16 +105,9 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         .unwrap_or_else(|| format!("gpurun-{}", std::process::id()));
     let gpu_env = args.gpu_env();
     let launch_args = LaunchArgs {
-        pid_file: args.pid_file.as_ref(),
-        console_socket: args.console_socket.as_ref(),
-        preserve_fds: args.preserve_fds,
-        no_pivot: args.no_pivot,
-        detach: args.detach,
-        extra_env: &gpu_env,
         spec: Some(spec),
         slurm_gpus_by_default: args.gpus.is_none(),
-        relay_terminal: !args.detach,
-        ..LaunchArgs::new(&id, &rootfs)
+        ..launch_args(&args, &id, &rootfs, &gpu_env)
     };
     if args.detach && !args.keep {
         return run_detached_and_deleted(ctx, launch_args);
