@@ -134,15 +134,8 @@ fn exec_into_a_userns_container_as_root_joins_its_user_namespace() {
     require_root!();
     let rt = Runtime::new();
     let bundle = Bundle::busybox();
-    bundle.edit(|c| {
-        c["linux"]["namespaces"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"type": "user"}));
-        c["linux"]["uidMappings"] = json!([{"containerID": 0, "hostID": 300000, "size": 65536}]);
-        c["linux"]["gidMappings"] = json!([{"containerID": 0, "hostID": 300000, "size": 65536}]);
-        c["process"]["args"] = json!(["sleep", "300"]);
-    });
+    bundle.map_root_to(300000);
+    bundle.set_args(&["sleep", "300"]);
     let id = unique("usernsexec");
     rt.run(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id])
         .ok();

@@ -1570,15 +1570,8 @@ fn userns_bind_mounts_from_a_directory_only_host_root_can_search() {
     fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
     for (program, root) in each_runtime() {
         let bundle = Bundle::busybox();
+        bundle.map_root_to(300000);
         bundle.edit(|c| {
-            c["linux"]["namespaces"]
-                .as_array_mut()
-                .unwrap()
-                .push(json!({"type": "user"}));
-            c["linux"]["uidMappings"] =
-                json!([{"containerID": 0, "hostID": 300000, "size": 65536}]);
-            c["linux"]["gidMappings"] =
-                json!([{"containerID": 0, "hostID": 300000, "size": 65536}]);
             c["mounts"].as_array_mut().unwrap().extend([
                 json!({"destination": "/mnt/data", "type": "bind",
                        "source": data, "options": ["rbind", "ro"]}),

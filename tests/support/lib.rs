@@ -292,6 +292,20 @@ impl Bundle {
         self.set_config(&config);
     }
 
+    /// A new user namespace whose root is host id `host`, with 65536 ids
+    /// (as a root-run engine's userns-remap or `hostUsers: false` gives).
+    pub fn map_root_to(&self, host: u32) {
+        self.edit(|c| {
+            c["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({"type": "user"}));
+            let map = serde_json::json!([{"containerID": 0, "hostID": host, "size": 65536}]);
+            c["linux"]["uidMappings"] = map.clone();
+            c["linux"]["gidMappings"] = map;
+        });
+    }
+
     pub fn set_args(&self, args: &[&str]) {
         self.edit(|c| c["process"]["args"] = serde_json::json!(args));
     }

@@ -253,12 +253,9 @@ fn pre_dump(
     opts.set_root(rootfs.to_string_lossy().into_owned());
     opts.set_track_mem(true);
     opts.set_manage_cgroups(true);
-    opts.set_manage_cgroups_mode(match args.criu.manage_cgroups_mode.as_str() {
-        "ignore" => rpc::Criu_cg_mode::IGNORE,
-        "full" => rpc::Criu_cg_mode::FULL,
-        "strict" => rpc::Criu_cg_mode::STRICT,
-        _ => rpc::Criu_cg_mode::SOFT,
-    });
+    // rust-criu's modes carry CRIU's RPC numbers.
+    let mode = cgroups_mode(&args.criu.manage_cgroups_mode) as i32;
+    opts.set_manage_cgroups_mode(protobuf::Enum::from_i32(mode).unwrap_or(rpc::Criu_cg_mode::SOFT));
     opts.set_shell_job(args.criu.shell_job);
     opts.set_ext_unix_sk(args.criu.ext_unix_sk);
     opts.set_tcp_established(args.criu.tcp_established);

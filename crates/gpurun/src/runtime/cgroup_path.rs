@@ -189,38 +189,39 @@ pub fn exec_cgroups(cgroup: &Path, flags: &[String]) -> Result<ExecCgroups> {
                 bail!("exec --cgroup {flag:?}: the container has no such cgroup");
             }
             if let Some(missing) = dirs.iter().find(|d| !d.is_dir()) {
-                bail!(
-                    "exec --cgroup {flag:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
-                    missing.display()
-                );
+                return Err(missing_sub_cgroup(&flag, missing));
             }
             out.everywhere = Some(path.to_string_lossy().into_owned());
             continue;
         }
         // cgroup v2 has one hierarchy, whose key is "" in runc.
-        let hierarchy = Path::new(CGROUP_ROOT).join(if controller.starts_with("name=") {
-            controller.trim_start_matches("name=")
-        } else {
-            controller.as_str()
-        });
-        if is_unified() || !hierarchy.join(relative).is_dir() {
+        let hierarchy = Path::new(CGROUP_ROOT)
+            .join(controller.strip_prefix("name=").unwrap_or(&controller))
+            .join(relative);
+        let unified = is_unified();
+        if unified || !hierarchy.is_dir() {
             bail!(
                 "exec --cgroup {flag:?}: unknown controller {controller} in SubCgroupPaths: name a controller the container has a cgroup in{}",
-                if is_unified() { " (cgroup v2 has one hierarchy: give the path alone)" } else { "" }
+                if unified { " (cgroup v2 has one hierarchy: give the path alone)" } else { "" }
             );
         }
-        let dir = hierarchy.join(relative).join(&path);
+        let dir = hierarchy.join(&path);
         if !dir.is_dir() {
-            bail!(
-                "exec --cgroup {flag:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
-                dir.display()
-            );
+            return Err(missing_sub_cgroup(&flag, &dir));
         }
         if !path.as_os_str().is_empty() {
             out.per_controller.push(dir);
         }
     }
     Ok(out)
+}
+
+/// exec never makes a sub-cgroup, only joins one.
+fn missing_sub_cgroup(flag: &str, dir: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "exec --cgroup {flag:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
+        dir.display()
+    )
 }
 
 /// Every pid in a cgroupfs path, in any hierarchy. Empty for a

@@ -196,9 +196,13 @@ impl ContainerBuilderImpl {
             as_sibling: self.as_sibling,
             pid_file: self.pid_file.to_owned(),
             extra_cgroup_dirs: self.extra_cgroup_dirs.clone(),
-            open_bind_sources: matches!(self.container_type, ContainerType::InitContainer)
+            bind_sources: if matches!(self.container_type, ContainerType::InitContainer)
                 && nix::unistd::geteuid().is_root()
-                && !crate::rootfs::bind_sources_opened_by_host(&self.spec).is_empty(),
+            {
+                crate::rootfs::mount::bind_sources_opened_by_host(&self.spec)
+            } else {
+                Vec::new()
+            },
         };
 
         let init_pid = process::container_main_process::container_main_process(&container_args)

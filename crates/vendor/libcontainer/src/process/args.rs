@@ -58,11 +58,12 @@ pub struct ContainerArgs {
     /// File path used to communicate the PID of the
     /// container process to the higher-level runtime.
     pub pid_file: Option<PathBuf>,
-    /// gpurun patch: the main process opens the sources of these bind
-    /// mounts (`rootfs::bind_sources_opened_by_host`) as the host's root,
-    /// inside the container's mount namespace, and the init mounts from
-    /// the descriptors, as runc does for a container with a user namespace.
-    pub open_bind_sources: bool,
+    /// gpurun patch: the indexes in `spec.mounts` of the bind mounts whose
+    /// sources the main process opens as the host's root, inside the
+    /// container's mount namespace, for the init to mount from the
+    /// descriptors, as runc does for a container with a user namespace
+    /// (`mount::bind_sources_opened_by_host`; empty: none).
+    pub bind_sources: Vec<usize>,
     /// gpurun patch: cgroup directories an exec'd process joins after the
     /// container's own (runc's per-controller `exec --cgroup CTRL:PATH` on
     /// cgroup v1), each a sub-cgroup of one hierarchy.

@@ -236,9 +236,9 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         }
     }
 
-    if container_args.open_bind_sources {
+    if !container_args.bind_sources.is_empty() {
         init_main_receiver.wait_for_mount_fd_request()?;
-        send_bind_sources(&container_args.spec, init_pid, &mut init_sender)?;
+        send_bind_sources(container_args, init_pid, &mut init_sender)?;
     }
 
     if matches!(container_args.container_type, ContainerType::InitContainer) {
@@ -416,23 +416,24 @@ impl Drop for KillOnError {
 }
 
 /// gpurun patch, runc's mount sources: opens the source of each mount of
-/// `rootfs::bind_sources_opened_by_host` as the host's root from inside
+/// `ContainerArgs::bind_sources` as the host's root from inside
 /// the init's mount namespace (so the mount the init clones from the
 /// descriptor is one of its own namespace's), and sends the descriptors in
 /// that order. A source that cannot be opened (or a namespace that cannot
 /// be entered) is sent as an error: the init then mounts from the path and
 /// reports its own failure, naming the mount.
 fn send_bind_sources(
-    spec: &oci_spec::runtime::Spec,
+    args: &ContainerArgs,
     init_pid: Pid,
     init_sender: &mut channel::InitSender,
 ) -> Result<()> {
     use nix::fcntl::OFlag;
     use nix::sched::CloneFlags;
-    let mounts = spec.mounts().as_deref().unwrap_or_default();
-    let sources: Vec<&std::path::Path> = crate::rootfs::bind_sources_opened_by_host(spec)
-        .into_iter()
-        .filter_map(|i| mounts[i].source().as_deref())
+    let mounts = args.spec.mounts().as_deref().unwrap_or_default();
+    let sources: Vec<&std::path::Path> = args
+        .bind_sources
+        .iter()
+        .filter_map(|&i| mounts[i].source().as_deref())
         .collect();
     let host_ns = File::open("/proc/self/ns/mnt");
     let entered = host_ns.as_ref().map_err(|e| e.to_string()).and_then(|_| {

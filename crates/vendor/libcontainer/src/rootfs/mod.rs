@@ -9,7 +9,7 @@ pub mod device;
 pub use device::Device;
 
 pub(super) mod mount;
-pub use mount::{Mount, MountOptions, bind_sources_opened_by_host};
+pub use mount::{Mount, MountOptions};
 
 pub(super) mod symlink;
 

@@ -1429,7 +1429,7 @@ fn make_file_in_root(root: BorrowedFd, dest: &Path) -> std::io::Result<()> {
 /// reach such a source (a 0700 directory of the host's root on the way);
 /// runc opens them the same way. A source under `/proc/self` or
 /// `/proc/thread-self` names the init's own descriptors and is left alone.
-pub fn bind_sources_opened_by_host(spec: &oci_spec::runtime::Spec) -> Vec<usize> {
+pub(crate) fn bind_sources_opened_by_host(spec: &oci_spec::runtime::Spec) -> Vec<usize> {
     let has_user_namespace = spec
         .linux()
         .as_ref()

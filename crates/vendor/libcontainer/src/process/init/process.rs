@@ -688,7 +688,7 @@ fn masked_paths(
 }
 
 /// gpurun patch, runc's mount sources: for a container whose bind sources
-/// the main process opens (`ContainerArgs::open_bind_sources`), asks for
+/// the main process opens (`ContainerArgs::bind_sources`), asks for
 /// them and returns the spec with each source received replaced by its
 /// descriptor's `/proc/self/fd` path, and the descriptors, to be kept open
 /// until the mounts are made. A source the main process could not open
@@ -699,7 +699,7 @@ fn bind_sources_from_host<'a>(
     main_sender: &mut channel::MainSender,
     init_receiver: &mut channel::InitReceiver,
 ) -> Result<(std::borrow::Cow<'a, Spec>, Vec<std::os::fd::OwnedFd>)> {
-    if !args.open_bind_sources {
+    if args.bind_sources.is_empty() {
         return Ok((std::borrow::Cow::Borrowed(spec), Vec::new()));
     }
     main_sender.request_mount_fd(crate::process::message::MountMsg {
@@ -709,7 +709,7 @@ fn bind_sources_from_host<'a>(
     })?;
     let mut mounts = spec.mounts().clone().unwrap_or_default();
     let mut held = Vec::new();
-    for index in crate::rootfs::bind_sources_opened_by_host(spec) {
+    for &index in &args.bind_sources {
         match init_receiver.wait_for_mount_fd_reply() {
             Ok(fd) => {
                 mounts[index].set_source(Some(PathBuf::from(format!(
