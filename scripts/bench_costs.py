@@ -1,8 +1,9 @@
 """Two costs behind gpurun's start time, each as a median of ROUNDS runs.
 
-sealed   the protected re-exec every create, run and exec makes: `exec` of a
-         missing container (which re-execs before it finds none) minus
-         `state` of one (which does not re-exec).
+sealed   the protected re-exec every create and exec makes (and a root
+         `run` that cannot use the exec stub): `exec` of a missing container
+         (which re-execs before it finds none) minus `state` of one (which
+         does not re-exec).
 inventory
          step 1 of `--debug run` (GPU request resolved: the driver's files
          found, the plan made), with a cold driver cache (a new state root

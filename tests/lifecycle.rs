@@ -343,8 +343,12 @@ fn errors_reach_the_json_log_as_one_line() {
 /// once the runtime is gone, open that file for writing with the ids the
 /// container holds. It must fail:
 ///
-/// - as root, the runtime runs from a read-only private overlay, never
-///   from the host binary (root could write that);
+/// - as root, `exec` (and a `run` whose container may hold CAP_SYS_PTRACE)
+///   runs from a read-only private overlay, never from the host binary
+///   (root could write that); a plain root `run` runs from the host binary
+///   but stays outside the container's pid namespace, and its clones that
+///   enter the container end in the exec stub (see
+///   `the_program_never_execs_the_host_binary_through_proc_self_exe`);
 /// - rootless with a root-owned binary, it runs from the binary itself (no
 ///   copy: no id of the container's can write it) and the write is refused;
 /// - rootless with a binary the user owns, it runs from a sealed copy.
@@ -421,6 +425,10 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
         who: As,
         bin: std::path::PathBuf,
         copied: bool,
+        /// `run` goes on in the host binary, outside the container (the
+        /// exec stub's path).
+        run_stays_out: bool,
+        ptrace: bool,
         writers: Vec<(u32, u32)>,
     }
     let cases = [
@@ -428,12 +436,24 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
             who: As::Root,
             bin: root_owned.clone(),
             copied: true,
+            run_stays_out: true,
+            ptrace: false,
+            writers: vec![(0, 0)],
+        },
+        Case {
+            who: As::Root,
+            bin: root_owned.clone(),
+            copied: true,
+            run_stays_out: false,
+            ptrace: true,
             writers: vec![(0, 0)],
         },
         Case {
             who: As::User(user.clone()),
             bin: root_owned.clone(),
             copied: false,
+            run_stays_out: false,
+            ptrace: false,
             writers: vec![
                 (user.uid, user.gid),
                 (subuid(0), subuid(0)),
@@ -444,6 +464,8 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
             who: As::User(user.clone()),
             bin: user_owned.clone(),
             copied: true,
+            run_stays_out: false,
+            ptrace: false,
             writers: vec![(user.uid, user.gid), (subuid(0), subuid(0))],
         },
     ];
@@ -456,6 +478,14 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
             As::User(u) => Bundle::busybox_rootless(u),
         };
         bundle.set_args(&["sleep", "300"]);
+        if case.ptrace {
+            bundle.edit(|c| {
+                c["process"]["capabilities"]["bounding"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push("CAP_SYS_PTRACE".into())
+            });
+        }
         let id = unique("seal");
         let scratch = Scratch::new("sealout");
         let mut run = rt
@@ -495,14 +525,30 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
         };
         wait_until(|| sleeps_inside() == 2);
         let mut held = Vec::new();
-        for pid in [run.id(), exec.id()] {
-            assert_eq!(
-                is_host_binary(pid),
-                !case.copied,
-                "{who}: whether pid {pid} runs from the binary itself"
+        if case.run_stays_out {
+            let pid = run.id();
+            assert!(is_host_binary(pid), "{who}: run re-exec'd");
+            assert_ne!(
+                fs::read_link(format!("/proc/{pid}/ns/pid")).unwrap(),
+                pid_ns,
+                "{who}: run is in the container's pid namespace"
             );
-            held.push(held_exe(pid).expect("open /proc/<pid>/exe"));
+            assert!(!is_host_binary(init as u32), "{who}: the init runs gpurun");
+        } else {
+            assert_eq!(
+                is_host_binary(run.id()),
+                !case.copied,
+                "{who}: whether run runs from the binary itself"
+            );
+            held.push(held_exe(run.id()).expect("open /proc/<pid>/exe"));
         }
+        let pid = exec.id();
+        assert_eq!(
+            is_host_binary(pid),
+            !case.copied,
+            "{who}: whether exec runs from the binary itself"
+        );
+        held.push(held_exe(pid).expect("open /proc/<pid>/exe"));
         rt.run(["kill", &id, "KILL"]);
         assert_eq!(run.wait().unwrap().code(), Some(137));
         let _ = exec.wait();
@@ -528,6 +574,55 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
         );
         assert!(rt.leftovers().is_empty());
     }
+}
+
+/// The other half of CVE-2019-5736: a container whose program is a
+/// `#!/proc/self/exe` script (or whose loader resolves there) makes the
+/// kernel exec whatever the exec'ing process runs from. A plain root
+/// `run` execs the program from the sealed exec stub, so that is the
+/// stub, which refuses to run on its own (127); where the container may
+/// hold CAP_SYS_PTRACE, `run` has re-exec'd from the read-only overlay
+/// instead, so it is a gpurun that cannot be written, which fails on the
+/// arguments it gets. Either way the host's binary is never exec'd in the
+/// container and stays as it was.
+#[test]
+fn the_program_never_execs_the_host_binary_through_proc_self_exe() {
+    require_root!();
+    let before = fs::read(gpurun_bin()).unwrap();
+    for (ptrace, program) in [(false, "/evil"), (false, "evil"), (true, "/evil")] {
+        let rt = Runtime::new();
+        let bundle = Bundle::busybox();
+        let script = bundle.rootfs().join("bin/evil");
+        fs::write(&script, "#!/proc/self/exe\n").unwrap();
+        fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        fs::copy(&script, bundle.rootfs().join("evil")).unwrap();
+        bundle.set_args(&[program]);
+        if ptrace {
+            bundle.edit(|c| {
+                c["process"]["capabilities"]["bounding"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push("CAP_SYS_PTRACE".into())
+            });
+        }
+        let id = unique("selfexe");
+        let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+        if ptrace {
+            assert_ne!(out.code, 127, "{out:?}");
+            assert!(!out.stderr.contains("gpurun-exec"), "{out:?}");
+        } else {
+            assert_eq!(out.code, 127, "{program}: {out:?}");
+            assert!(
+                out.stderr.contains("gpurun-exec: not to be run on its own"),
+                "{program}: {out:?}"
+            );
+        }
+        assert!(rt.leftovers().is_empty());
+    }
+    assert!(
+        fs::read(gpurun_bin()).unwrap() == before,
+        "the binary changed"
+    );
 }
 
 #[test]

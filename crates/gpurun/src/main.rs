@@ -18,12 +18,17 @@ fn main() {
     // The protected re-exec comes before anything else is done, so that
     // the command line is parsed once, in the protected process. Any
     // argument naming a command that enters a container counts: a false
-    // match (a container called "run") costs one re-exec, nothing more.
-    if std::env::args_os()
+    // match (a container called "exec") costs one re-exec, nothing more.
+    // A root `run` alone decides once its spec is read (seal::protect_run):
+    // most need no re-exec.
+    let entering: Vec<std::ffi::OsString> = std::env::args_os()
         .skip(1)
-        .any(|a| cli::Command::ENTERING_CONTAINERS.iter().any(|c| a == *c))
-    {
-        if let Err(e) = seal::ensure_sealed() {
+        .filter(|a| cli::Command::ENTERING_CONTAINERS.iter().any(|c| a == *c))
+        .collect();
+    if !entering.is_empty() {
+        if entering.iter().all(|a| a == "run") && nix::unistd::geteuid().is_root() {
+            seal::defer_to_run();
+        } else if let Err(e) = seal::ensure_sealed() {
             eprintln!("gpurun: {e:#}");
             std::process::exit(1);
         }

@@ -8,6 +8,7 @@ use crate::runtime::context::Ctx;
 use crate::runtime::idmap::UserIds;
 use crate::runtime::launch::{self, LaunchArgs};
 use crate::runtime::rootfs_spec::{self, AdhocOptions};
+use crate::runtime::{prepare, seal};
 use gpurun_image::defaults::ImageDefaults;
 
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
@@ -20,7 +21,16 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     let gpu_env = args.gpu_env();
     let id = args.container_id.as_deref().unwrap_or_default();
     let bundle = args.bundle.clone().unwrap_or_else(|| ".".into());
-    let launch_args = launch_args(&args, id, &bundle, &gpu_env);
+    // Read once, here, for the choice of protection and for the launch; a
+    // config that cannot be read takes the re-exec, whose run reports why.
+    let spec = std::fs::canonicalize(&bundle)
+        .ok()
+        .and_then(|dir| prepare::load_spec(&dir).ok());
+    seal::protect_run(spec.as_ref())?;
+    let launch_args = LaunchArgs {
+        spec,
+        ..launch_args(&args, id, &bundle, &gpu_env)
+    };
     finish(ctx, &args, launch_args)
 }
 
@@ -99,6 +109,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         host_network,
         host_files: &host_files,
     })?;
+    seal::protect_run(Some(&spec))?;
     let id = args
         .container_id
         .clone()

@@ -122,6 +122,9 @@ fn run_smi(
 /// Returns the exit code: 0 when the container saw exactly the GPUs it was
 /// given, 1 otherwise (the report says why).
 pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<i32> {
+    // It runs containers (from a rootfs the caller may name): the same
+    // protected re-exec as `run`, before anything is made.
+    crate::runtime::seal::ensure_sealed()?;
     let roots = driver_paths::resolve(&ctx.settings)?;
     let inv = flow::inventory(&roots, Some(&ctx.root.join(flow::CACHE_DIR)))?;
     let selection = gpurun_gpu::devlist::parse(Some(gpus))?;

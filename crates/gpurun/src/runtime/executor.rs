@@ -11,6 +11,8 @@ use libcontainer::workload::{
 };
 use nix::sys::signal::{SigSet, SigmaskHow};
 
+use crate::runtime::exec_stub::errno_text;
+
 #[derive(Clone, Default)]
 pub struct GpurunExecutor;
 
@@ -68,6 +70,19 @@ impl Executor for GpurunExecutor {
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_str())
             .unwrap_or(DEFAULT_PATH);
+        if let Some(stub) = crate::runtime::exec_stub::loaded() {
+            // The fast path (see exec_stub): the stub reports a program
+            // that cannot start. There is no falling back to a direct exec
+            // here: that would run the program from a process whose exe is
+            // the host's binary.
+            let errno = crate::runtime::exec_stub::exec(stub, program, path, &c_args, &envp);
+            let line = format!("exec {program}: gpurun's exec stub: {}", errno_text(errno));
+            tracing::error!(target: "gpurun", "{line}");
+            if crate::runtime::logging::logs_to_file() {
+                eprintln!("gpurun: {line}");
+            }
+            return Err(ExecutorError::Execution(line.into()));
+        }
         let errno = exec_in_path(program, path, &c_args, &envp);
         // A program that cannot start (a missing loader or interpreter, no
         // such file, no permission) gets runc's kind of line on the
@@ -240,13 +255,7 @@ fn check_program(spec: &Spec) -> Result<(), String> {
 /// "exec /x: no such file or directory", in Go's lower-case wording as
 /// runc prints it.
 pub fn exec_failure(program: &str, errno: nix::errno::Errno) -> String {
-    let desc = errno.desc();
-    let mut chars = desc.chars();
-    let lower: String = chars
-        .next()
-        .map(|c| c.to_lowercase().chain(chars).collect())
-        .unwrap_or_default();
-    format!("exec {program}: {lower}")
+    format!("exec {program}: {}", errno_text(errno))
 }
 
 /// An ignored signal stays ignored across exec, and the Rust runtime

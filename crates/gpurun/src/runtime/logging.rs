@@ -194,48 +194,92 @@ impl<S: Subscriber> Layer<S> for LogLayer {
         } else if target == "gpurun::steps" {
             fields.message = format!("step {}{}", fields.message, step_elapsed());
         }
-        let level = level_name(meta.level());
-        let mut line = String::new();
-        match self.format {
-            Format::Human => {
-                let _ = write!(line, "gpurun: ");
-                if *meta.level() != Level::ERROR {
-                    let _ = write!(line, "{level}: ");
-                }
-                line.push_str(&fields.message);
-                for (k, v) in &fields.extra {
-                    let _ = write!(line, " {k}={v}");
-                }
-            }
-            Format::Text => {
-                let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-                let _ = write!(
-                    line,
-                    "time=\"{time}\" level={level} msg={:?}",
-                    fields.message
-                );
-                for (k, v) in &fields.extra {
-                    let _ = write!(line, " {k}={v:?}");
-                }
-            }
-            Format::Json => {
-                let mut obj = serde_json::Map::new();
-                obj.insert("level".into(), level.into());
-                obj.insert("msg".into(), fields.message.into());
-                for (k, v) in fields.extra {
-                    obj.insert(k.into(), v.into());
-                }
-                let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-                obj.insert("time".into(), time.into());
-                line = serde_json::Value::Object(obj).to_string();
-            }
-        }
+        let mut line = render(self.format, meta.level(), &fields.message, fields.extra);
         line.push('\n');
         if let Ok(mut sink) = self.sink.lock() {
             let _ = sink.write_all(line.as_bytes());
             let _ = sink.flush();
         }
     }
+}
+
+/// One record as the sink's format writes it, without the newline.
+fn render(
+    format: Format,
+    level: &Level,
+    message: &str,
+    extra: Vec<(&'static str, String)>,
+) -> String {
+    let name = level_name(level);
+    let mut line = String::new();
+    match format {
+        Format::Human => {
+            let _ = write!(line, "gpurun: ");
+            if *level != Level::ERROR {
+                let _ = write!(line, "{name}: ");
+            }
+            line.push_str(message);
+            for (k, v) in &extra {
+                let _ = write!(line, " {k}={v}");
+            }
+        }
+        Format::Text => {
+            let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+            let _ = write!(line, "time=\"{time}\" level={name} msg={message:?}");
+            for (k, v) in &extra {
+                let _ = write!(line, " {k}={v:?}");
+            }
+        }
+        Format::Json => {
+            let mut obj = serde_json::Map::new();
+            obj.insert("level".into(), name.into());
+            obj.insert("msg".into(), message.into());
+            for (k, v) in extra {
+                obj.insert(k.into(), v.into());
+            }
+            let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+            obj.insert("time".into(), time.into());
+            line = serde_json::Value::Object(obj).to_string();
+        }
+    }
+    line
+}
+
+/// The sink's descriptor and format, for `error_line_parts`.
+static SINK: std::sync::OnceLock<(std::os::fd::RawFd, Format)> = std::sync::OnceLock::new();
+
+/// Where and how the error `{message_start}TEXT` would be logged, with TEXT
+/// not yet known: (descriptor, what comes before TEXT, what after), one
+/// entry per place the line goes (the log, and stderr when the log is a
+/// file), as `tracing::error!` plus the `logs_to_file` echo write it. For
+/// a process that will have been replaced by the time TEXT is known (the
+/// exec stub).
+pub fn error_line_parts(message_start: &str) -> Vec<(std::os::fd::RawFd, String, String)> {
+    // Neither JSON nor Rust's {:?} escapes any of these characters, and
+    // the text is the record's last part of the message (rfind).
+    const PLACE: &str = "@@GPURUN-TEXT@@";
+    let echo = (2, format!("gpurun: {message_start}"), "\n".to_owned());
+    let Some(&(fd, format)) = SINK.get() else {
+        return vec![echo];
+    };
+    let line = render(
+        format,
+        &Level::ERROR,
+        &format!("{message_start}{PLACE}"),
+        Vec::new(),
+    );
+    let Some(at) = line.rfind(PLACE) else {
+        return vec![echo];
+    };
+    let mut parts = vec![(
+        fd,
+        line[..at].to_owned(),
+        format!("{}\n", &line[at + PLACE.len()..]),
+    )];
+    if logs_to_file() {
+        parts.push(echo);
+    }
+    parts
 }
 
 pub fn init(flags: &Settings) -> Result<LogTarget> {
@@ -250,6 +294,7 @@ pub fn init(flags: &Settings) -> Result<LogTarget> {
                 Some("json") => Format::Json,
                 _ => Format::Text,
             };
+            let _ = SINK.set((std::os::fd::AsRawFd::as_raw_fd(&file), format));
             (Box::new(file), format, true)
         }
         None => {
@@ -257,6 +302,7 @@ pub fn init(flags: &Settings) -> Result<LogTarget> {
                 Some("json") => Format::Json,
                 _ => Format::Human,
             };
+            let _ = SINK.set((2, format));
             (Box::new(io::stderr()), format, false)
         }
     };

@@ -9,6 +9,7 @@ pub mod containers;
 pub mod context;
 pub mod criu;
 pub mod driver_paths;
+pub mod exec_stub;
 pub mod executor;
 pub mod foreground;
 pub mod idmap;

@@ -11,7 +11,10 @@
 //!   memory, no mount in any namespace, and no way to make it writable;
 //! - as an unprivileged user, nothing at all when no id a container of
 //!   this user can hold could write the binary (see `container_could_write`:
-//!   the normal root-owned install), a sealed memfd copy otherwise.
+//!   the normal root-owned install), a sealed memfd copy otherwise;
+//! - for a root `run` whose container can reach neither the binary nor a
+//!   process running it (see `stub_protects`), no re-exec: the program is
+//!   exec'd through a sealed stub instead (`exec_stub`).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -19,14 +22,19 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
+use libcontainer::oci_spec::runtime::{
+    Capability, LinuxNamespaceType, LinuxSeccomp, LinuxSeccompAction, Spec,
+};
 use safe_fs::detached_mount::{detached_mount, FsOption};
 use safe_fs::syscall_result as check;
 
 /// The copy can neither change size nor get new seals...
-const FIXED: libc::c_int = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
-/// ...nor be written: F_SEAL_WRITE, or F_SEAL_FUTURE_WRITE (see `seal`).
+const FIXED: libc::c_int = crate::runtime::exec_stub::SEALS_FIXED;
+/// ...nor be written: F_SEAL_WRITE, or F_SEAL_FUTURE_WRITE (see
+/// `exec_stub::seal_memfd`).
 const NO_WRITES: libc::c_int = libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE;
 const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 
@@ -49,30 +57,6 @@ fn is_on_read_only_overlay(file: &File) -> bool {
             && libc::fstatvfs(file.as_raw_fd(), &mut vfs) == 0
             && vfs.f_flag & libc::ST_RDONLY != 0
     }
-}
-
-/// Seals the copy against every change. F_SEAL_WRITE also requires that
-/// nothing else holds a reference to any of its pages at that moment; on a
-/// busy host (page migration, DAMON) the kernel gives up with EBUSY after
-/// waiting about 70 ms (seen once in 300 back-to-back runs). The copy was
-/// filled with sendfile and never mapped, so F_SEAL_FUTURE_WRITE (Linux
-/// 5.1), which forbids every later write and writable mapping without that
-/// check, leaves it just as unchangeable.
-fn seal(fd: libc::c_int) -> io::Result<()> {
-    for seals in [
-        FIXED | libc::F_SEAL_WRITE,
-        FIXED | libc::F_SEAL_FUTURE_WRITE,
-    ] {
-        // SAFETY: valid fd and seal flags. A failed F_ADD_SEALS adds none.
-        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EBUSY) {
-            return Err(err);
-        }
-    }
-    Err(io::Error::from_raw_os_error(libc::EBUSY))
 }
 
 /// Overlay's escapes for a path in `lowerdir`.
@@ -173,8 +157,15 @@ fn sealed_copy(exe: &mut File) -> Result<OwnedFd> {
     // SAFETY: fd was just returned by memfd_create and is owned here.
     let mut memfd = unsafe { File::from_raw_fd(fd) };
     io::copy(exe, &mut memfd).context("copy the binary into a memfd")?;
-    seal(fd).context("seal the memfd")?;
+    crate::runtime::exec_stub::seal_memfd(fd).context("seal the memfd")?;
     Ok(memfd.into())
+}
+
+/// Whether this process already runs from a sealed copy or the overlay
+/// (the re-exec'd `run`).
+fn running_protected() -> bool {
+    File::open("/proc/self/exe")
+        .is_ok_and(|exe| is_sealed_memfd(&exe) || is_on_read_only_overlay(&exe))
 }
 
 /// Returns if we already run from a protected binary, or from one no
@@ -240,6 +231,139 @@ pub fn ensure_sealed() -> Result<()> {
         )
     };
     Err(io::Error::last_os_error()).context("re-exec from the protected binary")
+}
+
+/// Set by main for a root `run`, which decides once its spec is read.
+static RUN_DECIDES: AtomicBool = AtomicBool::new(false);
+
+/// Leaves the choice of protection to `protect_run` (root `run` only:
+/// `create` and `exec` re-exec before anything else).
+pub fn defer_to_run() {
+    RUN_DECIDES.store(true, Ordering::Relaxed);
+}
+
+/// A root `run`'s protection, chosen from its spec before anything is
+/// made (a re-exec starts the command over): the exec stub where it is
+/// enough, the protected re-exec otherwise. Does nothing where main
+/// already protected this process.
+pub fn protect_run(spec: Option<&Spec>) -> Result<()> {
+    if !RUN_DECIDES.swap(false, Ordering::Relaxed) || running_protected() {
+        return Ok(());
+    }
+    let verdict = spec
+        .ok_or_else(|| "the spec could not be read here".to_owned())
+        .and_then(stub_protects)
+        .and_then(|()| {
+            crate::runtime::exec_stub::load().map_err(|e| format!("no exec stub ({e})"))
+        });
+    match verdict {
+        Ok(()) => {
+            // The init and intermediate are clones of this process: no
+            // container process may open their /proc/<pid>/exe (see
+            // exec_stub). SAFETY: a prctl on this process only.
+            if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+                return Err(io::Error::last_os_error()).context("make gpurun non-dumpable");
+            }
+            tracing::debug!(target: "gpurun", "protection: the program is exec'd through a sealed stub, no re-exec");
+            Ok(())
+        }
+        Err(why) => {
+            tracing::debug!(target: "gpurun", "protection: protected re-exec ({why})");
+            ensure_sealed()
+        }
+    }
+}
+
+/// Why the exec stub would not keep this container's processes away from
+/// the host's binary (the reasoning is in `exec_stub`), or `Ok` when it
+/// does.
+pub fn stub_protects(spec: &Spec) -> Result<(), String> {
+    if !crate::runtime::exec_stub::built() {
+        return Err("this build has no exec stub".into());
+    }
+    let linux = spec.linux().as_ref().ok_or("no linux section")?;
+    let namespaces = linux.namespaces().as_deref().unwrap_or_default();
+    if !namespaces
+        .iter()
+        .any(|n| n.typ() == LinuxNamespaceType::Pid && n.path().is_none())
+    {
+        return Err("the container does not get a pid namespace of its own".into());
+    }
+    if namespaces
+        .iter()
+        .any(|n| n.typ() == LinuxNamespaceType::User)
+    {
+        return Err("a user namespace".into());
+    }
+    if let Some(process) = spec.process() {
+        let bounding = process
+            .capabilities()
+            .as_ref()
+            .and_then(|c| c.bounding().as_ref());
+        if bounding.is_some_and(|b| b.contains(&Capability::SysPtrace)) {
+            return Err("CAP_SYS_PTRACE in the bounding set".into());
+        }
+        if process
+            .selinux_label()
+            .as_deref()
+            .is_some_and(|l| !l.is_empty())
+        {
+            return Err("an SELinux label (its transition would apply to the stub)".into());
+        }
+        if process
+            .apparmor_profile()
+            .as_deref()
+            .is_some_and(|p| !p.is_empty())
+        {
+            return Err("an AppArmor profile (its transition would apply to the stub)".into());
+        }
+    }
+    if let Some(hooks) = spec.hooks() {
+        let before_start = [
+            hooks.prestart(),
+            hooks.create_runtime(),
+            hooks.create_container(),
+            hooks.start_container(),
+        ];
+        if before_start
+            .iter()
+            .any(|h| h.as_ref().is_some_and(|h| !h.is_empty()))
+        {
+            return Err("hooks that run before the program starts".into());
+        }
+    }
+    if let Some(seccomp) = linux.seccomp() {
+        for name in ["execve", "execveat"] {
+            if !seccomp_allows(seccomp, name) {
+                return Err(format!("the seccomp profile may refuse {name}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the profile lets every call of `name` through.
+fn seccomp_allows(seccomp: &LinuxSeccomp, name: &str) -> bool {
+    let allows = |action: LinuxSeccompAction| {
+        matches!(
+            action,
+            LinuxSeccompAction::ScmpActAllow | LinuxSeccompAction::ScmpActLog
+        )
+    };
+    let rules: Vec<_> = seccomp
+        .syscalls()
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.names().iter().any(|n| n == name))
+        .collect();
+    if rules.is_empty() {
+        return allows(seccomp.default_action());
+    }
+    let unconditional = rules
+        .iter()
+        .any(|r| r.args().as_ref().is_none_or(|a| a.is_empty()));
+    rules.iter().all(|r| allows(r.action())) && (unconditional || allows(seccomp.default_action()))
 }
 
 /// The ids a rootless container's processes can hold: the caller's own
@@ -453,6 +577,86 @@ mod tests {
             assert_eq!(sticky, None);
         }
         assert!(open.is_some_and(|why| why.contains("writable by everyone")));
+    }
+
+    fn spec_with(edit: impl FnOnce(&mut serde_json::Value)) -> Spec {
+        let mut value = serde_json::to_value(Spec::default()).unwrap();
+        edit(&mut value);
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn the_default_spec_needs_no_re_exec() {
+        if crate::runtime::exec_stub::built() {
+            assert_eq!(stub_protects(&Spec::default()), Ok(()));
+        }
+    }
+
+    #[test]
+    fn anything_that_could_reach_the_init_keeps_the_re_exec() {
+        let refused = |edit: fn(&mut serde_json::Value)| stub_protects(&spec_with(edit)).is_err();
+        assert!(refused(|c| c["process"]["capabilities"]["bounding"]
+            .as_array_mut()
+            .unwrap()
+            .push("CAP_SYS_PTRACE".into())));
+        assert!(refused(|c| c["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["type"] != "pid")));
+        assert!(refused(|c| {
+            for n in c["linux"]["namespaces"].as_array_mut().unwrap() {
+                if n["type"] == "pid" {
+                    n["path"] = "/proc/1/ns/pid".into();
+                }
+            }
+        }));
+        assert!(refused(|c| c["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"type": "user"}))));
+        assert!(refused(
+            |c| c["hooks"] = serde_json::json!({"startContainer": [{"path": "/x"}]})
+        ));
+        assert!(refused(
+            |c| c["hooks"] = serde_json::json!({"prestart": [{"path": "/x"}]})
+        ));
+        assert!(refused(
+            |c| c["process"]["apparmorProfile"] = "docker-default".into()
+        ));
+        assert!(refused(
+            |c| c["process"]["selinuxLabel"] = "system_u:system_r:container_t:s0".into()
+        ));
+        // After start, hooks cannot reach a clone of ours.
+        assert!(
+            !refused(|c| c["hooks"] = serde_json::json!({"poststart": [{"path": "/x"}]}))
+                || !crate::runtime::exec_stub::built()
+        );
+    }
+
+    #[test]
+    fn seccomp_must_let_both_execs_through_whatever_their_arguments() {
+        let profile = |v: serde_json::Value| -> LinuxSeccomp { serde_json::from_value(v).unwrap() };
+        let docker_like = profile(serde_json::json!({
+            "defaultAction": "SCMP_ACT_ERRNO",
+            "syscalls": [{"names": ["execve", "execveat", "read"], "action": "SCMP_ACT_ALLOW"}]
+        }));
+        assert!(seccomp_allows(&docker_like, "execve") && seccomp_allows(&docker_like, "execveat"));
+        let no_execveat = profile(serde_json::json!({
+            "defaultAction": "SCMP_ACT_ERRNO",
+            "syscalls": [{"names": ["execve"], "action": "SCMP_ACT_ALLOW"}]
+        }));
+        assert!(!seccomp_allows(&no_execveat, "execveat"));
+        let denied = profile(serde_json::json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["execveat"], "action": "SCMP_ACT_ERRNO"}]
+        }));
+        assert!(seccomp_allows(&denied, "execve") && !seccomp_allows(&denied, "execveat"));
+        let by_argument = profile(serde_json::json!({
+            "defaultAction": "SCMP_ACT_ERRNO",
+            "syscalls": [{"names": ["execveat"], "action": "SCMP_ACT_ALLOW",
+                          "args": [{"index": 4, "value": 0, "op": "SCMP_CMP_EQ"}]}]
+        }));
+        assert!(!seccomp_allows(&by_argument, "execveat"));
     }
 
     #[test]
