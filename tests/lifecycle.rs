@@ -338,6 +338,16 @@ fn errors_reach_the_json_log_as_one_line() {
     assert!(entry["time"].is_string());
 }
 
+/// CAP_SYS_PTRACE in the bounding set: a root `run` then re-execs.
+fn allow_ptrace(bundle: &Bundle) {
+    bundle.edit(|c| {
+        c["process"]["capabilities"]["bounding"]
+            .as_array_mut()
+            .unwrap()
+            .push("CAP_SYS_PTRACE".into())
+    });
+}
+
 /// What a container process could do to the runtime (CVE-2019-5736): hold
 /// `/proc/<runtime>/exe` open while the runtime is in its namespaces, and
 /// once the runtime is gone, open that file for writing with the ids the
@@ -479,12 +489,7 @@ fn the_runtime_binary_cannot_be_written_through_proc_exe() {
         };
         bundle.set_args(&["sleep", "300"]);
         if case.ptrace {
-            bundle.edit(|c| {
-                c["process"]["capabilities"]["bounding"]
-                    .as_array_mut()
-                    .unwrap()
-                    .push("CAP_SYS_PTRACE".into())
-            });
+            allow_ptrace(&bundle);
         }
         let id = unique("seal");
         let scratch = Scratch::new("sealout");
@@ -598,12 +603,7 @@ fn the_program_never_execs_the_host_binary_through_proc_self_exe() {
         fs::copy(&script, bundle.rootfs().join("evil")).unwrap();
         bundle.set_args(&[program]);
         if ptrace {
-            bundle.edit(|c| {
-                c["process"]["capabilities"]["bounding"]
-                    .as_array_mut()
-                    .unwrap()
-                    .push("CAP_SYS_PTRACE".into())
-            });
+            allow_ptrace(&bundle);
         }
         let id = unique("selfexe");
         let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);

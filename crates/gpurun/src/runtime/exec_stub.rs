@@ -151,16 +151,22 @@ pub fn exec(stub: RawFd, program: &str, path: &str, args: &[CString], envp: &[CS
         push(format!("{}={}", errno as i32, errno_text(errno)));
     }
     argv.extend(args.iter().cloned());
+    exec_fd(stub, &argv, envp)
+}
+
+/// Executes the file behind `fd` (an O_PATH descriptor too) with `argv`
+/// and `envp`; returns only on failure.
+pub fn exec_fd(fd: RawFd, argv: &[CString], envp: &[CString]) -> Errno {
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
     envp_ptrs.push(std::ptr::null());
     // SAFETY: NULL-terminated arrays of C strings that outlive the call;
-    // AT_EMPTY_PATH executes the descriptor itself. Returns on failure only.
+    // an empty path with AT_EMPTY_PATH executes the descriptor itself.
     unsafe {
         libc::syscall(
             libc::SYS_execveat,
-            stub,
+            fd,
             c"".as_ptr(),
             argv_ptrs.as_ptr(),
             envp_ptrs.as_ptr(),

@@ -212,25 +212,8 @@ pub fn ensure_sealed() -> Result<()> {
             CString::new(kv).context("environment holds a NUL byte")
         })
         .collect::<Result<_>>()?;
-    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
-    envp.push(std::ptr::null());
-    // SAFETY: argv and envp are NULL-terminated arrays of valid C strings
-    // that outlive the call; an empty path with AT_EMPTY_PATH executes the
-    // descriptor itself (an O_PATH one too). execveat only returns on
-    // failure.
-    unsafe {
-        libc::syscall(
-            libc::SYS_execveat,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            argv.as_ptr(),
-            envp.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
-    };
-    Err(io::Error::last_os_error()).context("re-exec from the protected binary")
+    let errno = crate::runtime::exec_stub::exec_fd(fd.as_raw_fd(), &args, &env);
+    Err(io::Error::from(errno)).context("re-exec from the protected binary")
 }
 
 /// Set by main for a root `run`, which decides once its spec is read.
