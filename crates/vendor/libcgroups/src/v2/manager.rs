@@ -166,6 +166,10 @@ impl Manager {
                             .set_mode(0o755);
                     }
 
+                    // A concurrent create made it between the check and
+                    // here (gpurun patch 14).
+                    Err(err) if err.inner().kind() == std::io::ErrorKind::AlreadyExists => {}
+
                     // in container-in-container environments these paths are often read-only
                     // we do not error here—rather we continue in a best effort
                     Err(err) if self.rootless && Self::is_permission_error(&err) => {
