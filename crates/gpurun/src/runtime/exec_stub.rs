@@ -122,10 +122,11 @@ pub fn loaded() -> Option<RawFd> {
 /// be exec'd.
 pub fn exec(stub: RawFd, program: &str, path: &str, args: &[CString], envp: &[CString]) -> Errno {
     let mut argv: Vec<CString> = Vec::with_capacity(args.len() + 32);
-    let mut push = |s: String| {
-        if let Ok(s) = CString::new(s) {
-            argv.push(s);
-        }
+    // Every entry must stay in its place for the stub to read them: a NUL
+    // (possible only in a PATH from the spec) ends the entry there.
+    let mut push = |mut s: String| {
+        s.truncate(s.find('\0').unwrap_or(s.len()));
+        argv.push(CString::new(s).unwrap_or_default());
     };
     push("gpurun-exec".into());
     push(MAGIC.into());

@@ -70,24 +70,20 @@ impl Executor for GpurunExecutor {
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_str())
             .unwrap_or(DEFAULT_PATH);
-        if let Some(stub) = crate::runtime::exec_stub::loaded() {
-            // The fast path (see exec_stub): the stub reports a program
-            // that cannot start. There is no falling back to a direct exec
-            // here: that would run the program from a process whose exe is
-            // the host's binary.
-            let errno = crate::runtime::exec_stub::exec(stub, program, path, &c_args, &envp);
-            let line = format!("exec {program}: gpurun's exec stub: {}", errno_text(errno));
-            tracing::error!(target: "gpurun", "{line}");
-            if crate::runtime::logging::logs_to_file() {
-                eprintln!("gpurun: {line}");
+        let line = match crate::runtime::exec_stub::loaded() {
+            // The fast path (see exec_stub): the stub itself reports a
+            // program that cannot start; this line only says the stub did
+            // not. There is no falling back to a direct exec here: that
+            // would run the program from a process whose exe is the host's
+            // binary.
+            Some(stub) => {
+                let errno = crate::runtime::exec_stub::exec(stub, program, path, &c_args, &envp);
+                format!("exec {program}: gpurun's exec stub: {}", errno_text(errno))
             }
-            return Err(ExecutorError::Execution(line.into()));
-        }
-        let errno = exec_in_path(program, path, &c_args, &envp);
-        // A program that cannot start (a missing loader or interpreter, no
-        // such file, no permission) gets runc's kind of line on the
-        // container's stderr, where its user looks, and in the log.
-        let line = exec_failure(program, errno);
+            // A program that cannot start (a missing loader or interpreter,
+            // no such file, no permission) gets runc's kind of line.
+            None => exec_failure(program, exec_in_path(program, path, &c_args, &envp)),
+        };
         // In the log, where engines read errors (level=error), and on the
         // container's stderr, where its user looks.
         tracing::error!(target: "gpurun", "{line}");

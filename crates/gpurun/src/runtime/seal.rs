@@ -161,11 +161,9 @@ fn sealed_copy(exe: &mut File) -> Result<OwnedFd> {
     Ok(memfd.into())
 }
 
-/// Whether this process already runs from a sealed copy or the overlay
-/// (the re-exec'd `run`).
-fn running_protected() -> bool {
-    File::open("/proc/self/exe")
-        .is_ok_and(|exe| is_sealed_memfd(&exe) || is_on_read_only_overlay(&exe))
+/// Whether `exe` (this process's) is a sealed copy or on the overlay.
+fn runs_protected(exe: &File) -> bool {
+    is_sealed_memfd(exe) || is_on_read_only_overlay(exe)
 }
 
 /// Returns if we already run from a protected binary, or from one no
@@ -173,7 +171,7 @@ fn running_protected() -> bool {
 /// not return.
 pub fn ensure_sealed() -> Result<()> {
     let mut exe = File::open("/proc/self/exe").context("open /proc/self/exe")?;
-    if is_sealed_memfd(&exe) || is_on_read_only_overlay(&exe) {
+    if runs_protected(&exe) {
         return Ok(());
     }
     let path = std::fs::read_link("/proc/self/exe").context("read /proc/self/exe")?;
@@ -228,9 +226,9 @@ pub fn defer_to_run() {
 /// A root `run`'s protection, chosen from its spec before anything is
 /// made (a re-exec starts the command over): the exec stub where it is
 /// enough, the protected re-exec otherwise. Does nothing where main
-/// already protected this process.
+/// already protected this process (or left `run` to nobody: not root).
 pub fn protect_run(spec: Option<&Spec>) -> Result<()> {
-    if !RUN_DECIDES.swap(false, Ordering::Relaxed) || running_protected() {
+    if !RUN_DECIDES.swap(false, Ordering::Relaxed) {
         return Ok(());
     }
     let verdict = spec
@@ -251,7 +249,11 @@ pub fn protect_run(spec: Option<&Spec>) -> Result<()> {
             Ok(())
         }
         Err(why) => {
-            tracing::debug!(target: "gpurun", "protection: protected re-exec ({why})");
+            // Said once: not again by the re-exec'd `run`, which comes here
+            // with the same spec.
+            if !File::open("/proc/self/exe").is_ok_and(|exe| runs_protected(&exe)) {
+                tracing::debug!(target: "gpurun", "protection: protected re-exec ({why})");
+            }
             ensure_sealed()
         }
     }
