@@ -10,6 +10,7 @@ pub const CPU_WEIGHT: &str = "CPUWeight";
 pub const CPU_QUOTA: &str = "CPUQuotaPerSecUSec";
 pub const CPU_PERIOD: &str = "CPUQuotaPeriodUSec";
 const MICROSECS_PER_SEC: u64 = 1_000_000;
+const DEFAULT_PERIOD: u64 = 100_000;
 
 #[derive(thiserror::Error, Debug)]
 pub enum SystemdCpuError {
@@ -58,25 +59,26 @@ impl Cpu {
         }
 
         // if quota is unrestricted set to 'max'
-        let mut quota = u64::MAX;
-        if let Some(specified_quota) = cpu.quota() {
-            if specified_quota > 0 {
-                let period = cpu.period().unwrap_or(100_000);
-
-                // cpu quota in systemd must be specified as number of
-                // microseconds per second of cpu time.
-                quota = specified_quota as u64 * MICROSECS_PER_SEC / period;
-            }
+        // gpurun patch: as runc sends them. A quota or period of 0 is
+        // "unset" (Docker's update sends every field, 0 where unset), so
+        // nothing is sent for it and the unit keeps what it has; a quota
+        // is rounded up to systemd's 10 ms steps.
+        let period = cpu.period().filter(|p| *p != 0);
+        let quota = cpu.quota().filter(|q| *q != 0);
+        if let Some(period) = period {
+            properties.insert(CPU_PERIOD, Variant::U64(period));
         }
-        properties.insert(CPU_QUOTA, Variant::U64(quota));
-
-        let mut period: u64 = 100_000;
-        if let Some(specified_period) = cpu.period() {
-            if specified_period > 0 {
-                period = specified_period;
-            }
+        if quota.is_some() || period.is_some() {
+            let per_second = match quota {
+                Some(quota) if quota > 0 => {
+                    let per_second =
+                        quota as u64 * MICROSECS_PER_SEC / period.unwrap_or(DEFAULT_PERIOD);
+                    per_second.div_ceil(10_000) * 10_000
+                }
+                _ => u64::MAX,
+            };
+            properties.insert(CPU_QUOTA, Variant::U64(per_second));
         }
-        properties.insert(CPU_PERIOD, Variant::U64(period));
 
         Ok(())
     }
@@ -150,7 +152,8 @@ mod tests {
 
     #[test]
     fn test_set_quota() -> Result<()> {
-        let quotas: Vec<(i64, u64)> = vec![(200_000, 2_000_000), (0, u64::MAX), (-50000, u64::MAX)];
+        let quotas: Vec<(i64, u64)> =
+            vec![(200_000, 2_000_000), (-50000, u64::MAX), (1_234, 20_000)];
 
         for quota in quotas {
             // arrange
@@ -172,7 +175,7 @@ mod tests {
 
     #[test]
     fn test_set_period() -> Result<()> {
-        let periods: Vec<(u64, u64)> = vec![(200_000, 200_000), (0, 100_000)];
+        let periods: Vec<(u64, u64)> = vec![(200_000, 200_000), (50_000, 50_000)];
 
         for period in periods {
             let cpu = LinuxCpuBuilder::default()
@@ -191,6 +194,20 @@ mod tests {
             assert_eq!(val, Variant::U64(period.1));
         }
 
+        Ok(())
+    }
+
+    #[test]
+    fn zero_quota_and_period_leave_the_unit_as_it_is() -> Result<()> {
+        let cpu = LinuxCpuBuilder::default()
+            .quota(0)
+            .period(0u64)
+            .cpus("0")
+            .build()?;
+        let mut properties: HashMap<&str, Variant> = HashMap::new();
+        Cpu::apply(&cpu, &mut properties)?;
+        assert!(!properties.contains_key(CPU_QUOTA), "{properties:?}");
+        assert!(!properties.contains_key(CPU_PERIOD), "{properties:?}");
         Ok(())
     }
 }

@@ -50,21 +50,15 @@ impl CpuSet {
         }
 
         if let Some(cpus) = cpu.cpus() {
-            let cpu_mask: Vec<_> = to_bitmask(cpus)
-                .map_err(SystemdCpuSetError::CpusBitmask)?
-                .into_iter()
-                .map(|v| v as u64)
-                .collect();
-            properties.insert(ALLOWED_CPUS, Variant::ArrayU64(cpu_mask));
+            // gpurun patch: systemd reads "ay"; an "at" was refused
+            // ("Unexpected message contents").
+            let cpu_mask = to_bitmask(cpus).map_err(SystemdCpuSetError::CpusBitmask)?;
+            properties.insert(ALLOWED_CPUS, Variant::ArrayU8(cpu_mask));
         }
 
         if let Some(mems) = cpu.mems() {
-            let mems_mask: Vec<_> = to_bitmask(mems)
-                .map_err(SystemdCpuSetError::MemoryNodesBitmask)?
-                .into_iter()
-                .map(|v| v as u64)
-                .collect();
-            properties.insert(ALLOWED_NODES, Variant::ArrayU64(mems_mask));
+            let mems_mask = to_bitmask(mems).map_err(SystemdCpuSetError::MemoryNodesBitmask)?;
+            properties.insert(ALLOWED_NODES, Variant::ArrayU8(mems_mask));
         }
 
         Ok(())
@@ -122,14 +116,19 @@ pub fn to_bitmask(range: &str) -> Result<Vec<u8>, BitmaskError> {
         }
     }
 
-    // systemd expects a sequence of bytes with no leading zeros, otherwise the values will not be set
-    // with no error message
-    Ok(bitset
+    // gpurun patch: systemd reads byte i as CPUs 8i..8i+7 (its
+    // cpu_set_from_dbus, runc's RangeToBits); the bytes were in big-endian
+    // order, which named other CPUs past the first eight. No zero bytes at
+    // the end.
+    let mut bytes: Vec<u8> = bitset
         .as_slice()
         .iter()
-        .flat_map(|b| b.to_be_bytes())
-        .skip_while(|b| *b == 0u8)
-        .collect())
+        .flat_map(|b| b.to_le_bytes())
+        .collect();
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -202,8 +201,8 @@ mod tests {
         let bitmask = to_bitmask(cpus).context("to bitmask")?;
 
         assert_eq!(bitmask.len(), 2);
-        assert_eq!(bitmask[0], 6);
-        assert_eq!(bitmask[1], 157);
+        assert_eq!(bitmask[0], 157);
+        assert_eq!(bitmask[1], 6);
         Ok(())
     }
 
@@ -213,8 +212,8 @@ mod tests {
 
         let bitmask = to_bitmask(cpus).context("to bitmask")?;
         assert_eq!(bitmask.len(), 2);
-        assert_eq!(bitmask[0], 6);
-        assert_eq!(bitmask[1], 157);
+        assert_eq!(bitmask[0], 157);
+        assert_eq!(bitmask[1], 6);
 
         Ok(())
     }
@@ -249,12 +248,12 @@ mod tests {
         assert!(properties.contains_key(ALLOWED_CPUS));
         let cpus = properties.get(ALLOWED_CPUS).unwrap();
         let v = recast!(cpus, Variant)?;
-        assert!(matches!(v, Variant::ArrayU64(_)));
+        assert!(matches!(v, Variant::ArrayU8(_)));
 
         assert!(properties.contains_key(ALLOWED_NODES));
         let mems = properties.get(ALLOWED_NODES).unwrap();
         let v = recast!(mems, Variant)?;
-        assert!(matches!(v, Variant::ArrayU64(_)));
+        assert!(matches!(v, Variant::ArrayU8(_)));
 
         Ok(())
     }

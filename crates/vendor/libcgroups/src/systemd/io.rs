@@ -12,6 +12,7 @@ pub const IO_READ_BANDWIDTH_MAX: &str = "IOReadBandwidthMax";
 pub const IO_WRITE_BANDWIDTH_MAX: &str = "IOWriteBandwidthMax";
 pub const IO_READ_IOPS_MAX: &str = "IOReadIOPSMax";
 pub const IO_WRITE_IOPS_MAX: &str = "IOWriteIOPSMax";
+pub const IO_WEIGHT: &str = "IOWeight";
 
 #[derive(thiserror::Error, Debug)]
 pub enum SystemdIoError {
@@ -37,6 +38,14 @@ impl Io {
         blkio: &LinuxBlockIo,
         properties: &mut HashMap<&str, Variant>,
     ) -> Result<(), SystemdIoError> {
+        // gpurun patch: the weight was dropped. blkio's 10..1000 in io's
+        // 1..10000, as runc and the cgroupfs v2 manager convert it; systemd
+        // writes io.weight from it.
+        if let Some(weight) = blkio.weight().filter(|w| *w != 0) {
+            let io_weight = crate::v2::io::Io::convert_cfq_io_weight_to_bfq(weight);
+            properties.insert(IO_WEIGHT, Variant::U64(io_weight));
+        }
+
         let mut apply_limits = |devices: &[LinuxThrottleDevice],
                                 key|
          -> Result<(), SystemdIoError> {

@@ -535,13 +535,35 @@ impl CgroupManager for Manager {
             };
         }
 
-        tracing::debug!("applying properties {:?}", properties);
         Unified::apply(controller_opt, systemd_version, &mut properties)?;
 
-        if !properties.is_empty() {
+        // gpurun patch: in a stable order, then the device rules (an
+        // ordered sequence that sets DeviceAllow twice). A user's manager
+        // cannot hold device rules (systemd builds device programs only as
+        // root), and neither can its caller.
+        let mut ordered: Vec<(&str, Variant)> = properties.into_iter().collect();
+        ordered.sort_by(|a, b| a.0.cmp(b.0));
+        let spec_devices = controller_opt
+            .resources
+            .devices()
+            .clone()
+            .unwrap_or_default();
+        if self.client.is_system() {
+            ordered.extend(super::devices::properties(&spec_devices, systemd_version));
+        }
+        tracing::debug!("applying properties {:?}", ordered);
+
+        if !ordered.is_empty() {
             self.ensure_controllers_attached()?;
-            self.client
-                .set_unit_properties(&self.unit_name, &properties)?;
+            self.client.set_unit_properties(&self.unit_name, &ordered)?;
+        }
+
+        // gpurun patch: systemd's list is as wide as the rules or wider;
+        // gpurun's own program, beside systemd's, holds them exactly.
+        #[cfg(feature = "cgroupsv2_devices")]
+        if self.client.is_system() {
+            crate::v2::devices::Devices::apply_devices(&self.full_path, &Some(spec_devices))
+                .map_err(V2ManagerError::from)?;
         }
 
         Ok(())
@@ -565,7 +587,15 @@ impl CgroupManager for Manager {
     }
 
     fn get_all_pids(&self) -> Result<Vec<Pid>, Self::Error> {
-        Ok(common::get_all_pids(&self.full_path)?)
+        // gpurun patch: systemd removes a scope's cgroup once its last
+        // process has exited, so a cgroup that is gone holds nothing
+        // (runc's Signal says the same). An error here made `kill --all`
+        // of an exited container fail, and containerd's CRI retried that
+        // exit forever.
+        match common::get_all_pids(&self.full_path) {
+            Err(err) if err.inner().kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            result => Ok(result?),
+        }
     }
 }
 
@@ -607,7 +637,7 @@ mod tests {
         fn set_unit_properties(
             &self,
             _unit_name: &str,
-            _properties: &HashMap<&str, Variant>,
+            _properties: &[(&str, Variant)],
         ) -> Result<(), SystemdClientError> {
             Ok(())
         }

@@ -108,11 +108,14 @@ impl Io {
     // there is need to convert from the cgroup v1 configuration to cgroup v2
     // the formula for BlkIOWeight to IOWeight is y = (1 + (x - 10) * 9999 / 990)
     // convert linearly from [10-1000] to [1-10000]
-    fn convert_cfq_io_weight_to_bfq(v: u16) -> u16 {
+    // gpurun patch: in u64; in u16 the product overflowed for any weight
+    // above 16 (a panic, or a wrong weight in a release build). Shared
+    // with the systemd manager's IOWeight.
+    pub(crate) fn convert_cfq_io_weight_to_bfq(v: u16) -> u64 {
         if v == 0 {
             return 0;
         }
-        1 + (v.saturating_sub(10)) * 9999 / 990
+        1 + u64::from(v.saturating_sub(10)) * 9999 / 990
     }
 
     fn io_max_path(path: &Path) -> PathBuf {

@@ -6,7 +6,7 @@ mod cpuset;
 pub mod devices;
 mod freezer;
 mod hugetlb;
-mod io;
+pub(crate) mod io;
 pub mod manager;
 mod memory;
 mod pids;

@@ -1,11 +1,9 @@
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::serialize::Variant;
 use super::utils::SystemdClientError;
 
 pub trait SystemdClient {
-    #[allow(dead_code)]
     fn is_system(&self) -> bool;
 
     fn transient_unit_exists(&self, unit_name: &str) -> bool;
@@ -20,10 +18,13 @@ pub trait SystemdClient {
 
     fn stop_transient_unit(&self, unit_name: &str) -> Result<(), SystemdClientError>;
 
+    /// Sets the properties in the order given: systemd applies them in that
+    /// order, and a property may come twice (an empty `DeviceAllow` resets
+    /// the list before the new entries; gpurun patch).
     fn set_unit_properties(
         &self,
         unit_name: &str,
-        properties: &HashMap<&str, Variant>,
+        properties: &[(&str, Variant)],
     ) -> Result<(), SystemdClientError>;
 
     fn systemd_version(&self) -> Result<u32, SystemdClientError>;

@@ -1,4 +1,3 @@
-use std::collections::HashMap;
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
@@ -529,11 +528,7 @@ impl SystemdClient for DbusConnection {
         Ok(())
     }
 
-    fn set_unit_properties(
-        &self,
-        unit_name: &str,
-        properties: &HashMap<&str, Variant>,
-    ) -> Result<()> {
+    fn set_unit_properties(&self, unit_name: &str, properties: &[(&str, Variant)]) -> Result<()> {
         let proxy = self.create_proxy();
 
         let props: Vec<Structure<Variant>> = properties

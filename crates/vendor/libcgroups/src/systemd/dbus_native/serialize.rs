@@ -32,12 +32,16 @@ pub enum Variant {
     Bool(bool),
     // t
     U64(u64),
+    // ay: a bitmask (AllowedCPUs, AllowedMemoryNodes; gpurun patch)
+    ArrayU8(Vec<u8>),
     // au
     ArrayU32(Vec<u32>),
     // at
     ArrayU64(Vec<u64>),
     // a(st)
     ArrayStructU64(Vec<Structure<u64>>),
+    // a(ss): DeviceAllow's (path, access) pairs (gpurun patch)
+    ArrayStructString(Vec<Structure<String>>),
 }
 
 #[derive(Debug, PartialEq, Eq, Clone)]
@@ -422,6 +426,13 @@ impl DbusSerialize for Variant {
                 buf.push(0);
                 s.serialize(buf);
             }
+            Self::ArrayU8(v) => {
+                let sub_type = <Vec<u8>>::get_signature();
+                buf.push(sub_type.len() as u8);
+                buf.extend_from_slice(sub_type.as_bytes());
+                buf.push(0);
+                v.serialize(buf);
+            }
             Self::ArrayU32(v) => {
                 let sub_type = <Vec<u32>>::get_signature();
                 let signature_length = sub_type.len() as u8; // signature length must be < 256
@@ -462,6 +473,13 @@ impl DbusSerialize for Variant {
                 buf.push(0);
                 s.serialize(buf);
             }
+            Self::ArrayStructString(s) => {
+                let sub_type = <Vec<Structure<String>>>::get_signature();
+                buf.push(sub_type.len() as u8);
+                buf.extend_from_slice(sub_type.as_bytes());
+                buf.push(0);
+                s.serialize(buf);
+            }
         }
     }
     fn deserialize(buf: &[u8], counter: &mut usize) -> Result<Self> {
@@ -483,14 +501,18 @@ impl DbusSerialize for Variant {
 
         let string_signature = String::get_signature();
         let bool_signature = bool::get_signature();
+        let vec8_signature = <Vec<u8>>::get_signature();
         let vec32_signature = <Vec<u32>>::get_signature();
         let vec64_signature = <Vec<u64>>::get_signature();
         let u64_signature = u64::get_signature();
         let vec_struct_u64_signature = <Vec<Structure<u64>>>::get_signature();
+        let vec_struct_string_signature = <Vec<Structure<String>>>::get_signature();
         if signature == string_signature {
             Ok(Self::String(String::deserialize(buf, counter)?))
         } else if signature == bool_signature {
             Ok(Self::Bool(bool::deserialize(buf, counter)?))
+        } else if signature == vec8_signature {
+            Ok(Self::ArrayU8(<Vec<u8>>::deserialize(buf, counter)?))
         } else if signature == vec32_signature {
             Ok(Self::ArrayU32(<Vec<u32>>::deserialize(buf, counter)?))
         } else if signature == vec64_signature {
@@ -501,6 +523,10 @@ impl DbusSerialize for Variant {
             Ok(Self::ArrayStructU64(<Vec<Structure<u64>>>::deserialize(
                 buf, counter,
             )?))
+        } else if signature == vec_struct_string_signature {
+            Ok(Self::ArrayStructString(
+                <Vec<Structure<String>>>::deserialize(buf, counter)?,
+            ))
         } else {
             Err(DbusError::IncompleteImplementation(format!(
                 "unsupported value signature {}",

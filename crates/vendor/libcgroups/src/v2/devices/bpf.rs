@@ -20,7 +20,8 @@ pub mod prog {
     use libbpf_sys::{BPF_CGROUP_DEVICE, BPF_F_ALLOW_MULTI, BPF_PROG_TYPE_CGROUP_DEVICE, bpf_insn};
     #[cfg(not(test))]
     use libbpf_sys::{
-        bpf_prog_attach, bpf_prog_detach2, bpf_prog_get_fd_by_id, bpf_prog_load, bpf_prog_query,
+        bpf_prog_attach, bpf_prog_detach2, bpf_prog_get_fd_by_id, bpf_prog_get_info_by_fd,
+        bpf_prog_load, bpf_prog_query,
     };
     #[cfg(not(test))]
     use libc::setrlimit;
@@ -30,12 +31,18 @@ pub mod prog {
     // TODO: consider use of #[mockall_double]
     #[cfg(test)]
     use crate::v2::devices::mocks::mock_libbpf_sys::{
-        bpf_prog_attach, bpf_prog_detach2, bpf_prog_get_fd_by_id, bpf_prog_load, bpf_prog_query,
+        bpf_prog_attach, bpf_prog_detach2, bpf_prog_get_fd_by_id, bpf_prog_get_info_by_fd,
+        bpf_prog_load, bpf_prog_query,
     };
     // mocks
     // TODO: consider use of #[mockall_double]
     #[cfg(test)]
     use crate::v2::devices::mocks::mock_libc::setrlimit;
+
+    /// The name gpurun's device programs carry (gpurun patch): what tells
+    /// them from programs others attached to the same cgroup (systemd's
+    /// `sd_devices`), which are left alone.
+    pub const PROGRAM_NAME: &std::ffi::CStr = c"gpurun_devices";
 
     pub fn load(license: &str, insns: &[u8]) -> Result<RawFd, super::BpfError> {
         let insns_cnt = insns.len() / std::mem::size_of::<bpf_insn>();
@@ -51,7 +58,7 @@ pub mod prog {
         let prog_fd = unsafe {
             bpf_prog_load(
                 BPF_PROG_TYPE_CGROUP_DEVICE,
-                ptr::null::<::std::os::raw::c_char>(),
+                PROGRAM_NAME.as_ptr(),
                 license as *const _ as *const ::std::os::raw::c_char,
                 insns,
                 insns_cnt as u64,
@@ -115,6 +122,25 @@ pub mod prog {
             });
         }
         Ok(prog_fds)
+    }
+
+    /// The name a loaded program was given, or "" where the kernel cannot
+    /// say (gpurun patch).
+    pub fn name(prog_fd: RawFd) -> String {
+        let mut info = libbpf_sys::bpf_prog_info::default();
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+        #[allow(unused_unsafe)]
+        let ret = unsafe { bpf_prog_get_info_by_fd(prog_fd, &mut info, &mut len) };
+        if ret != 0 {
+            return String::new();
+        }
+        let bytes: Vec<u8> = info
+            .name
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     pub fn detach2(prog_fd: RawFd, cgroup_fd: RawFd) -> Result<(), super::BpfError> {

@@ -74,33 +74,24 @@ impl Devices {
         }
         let prog_fd = bpf_prog::load(LICENSE, prog.bytecodes())?;
 
-        // FIXME: simple way to attach BPF program
-        //  1. get list of existing attached programs
-        //  2. attach this program (not use BPF_F_REPLACE, see below)
-        //  3. detach all programs of 1
-        //
-        // runc will use BPF_F_REPLACE to replace currently attached program if:
-        //   1. BPF_F_REPLACE is supported by kernel
-        //   2. there is exactly one attached program
-        // https://github.com/opencontainers/runc/blob/8e6871a3b14bb74e0ef358aca3b9f8f9cb80f041/libcontainer/cgroups/ebpf/ebpf_linux.go#L165
-        //
-        // IMHO, this is too complicated, and in most cases, we just attach program once without
-        // already attached programs.
-
-        // get the fd of the cgroup root
+        // gpurun patch: attach the new program beside the old ones, then
+        // detach only the programs gpurun attached before (by name). Under
+        // the systemd driver systemd attaches its own program (sd_devices,
+        // built from DeviceAllow) to the same cgroup; a device opens only
+        // if every program lets it through, so detaching systemd's would
+        // be undone, with the spec's devices missing from it, at the next
+        // `systemctl daemon-reload` (runc's "NVML: Unknown Error").
         let fd = nix::dir::Dir::open(
             cgroup_root.as_os_str(),
             OFlag::O_RDONLY | OFlag::O_DIRECTORY,
             Mode::from_bits(0o600).unwrap(),
         )?;
-
-        // collect the programs attached to this cgroup
         let old_progs = bpf_prog::query(fd.as_raw_fd())?;
-        // attach our new program
         bpf_prog::attach(prog_fd, fd.as_raw_fd())?;
-        // detach all previous programs
         for old_prog in old_progs {
-            bpf_prog::detach2(old_prog.fd, fd.as_raw_fd())?;
+            if bpf_prog::name(old_prog.fd).as_bytes() == bpf::prog::PROGRAM_NAME.to_bytes() {
+                bpf_prog::detach2(old_prog.fd, fd.as_raw_fd())?;
+            }
         }
 
         Ok(())
@@ -168,6 +159,7 @@ mod tests {
         let query = mock_prog::query_context();
         let attach = mock_prog::attach_context();
         let detach2 = mock_prog::detach2_context();
+        let name = mock_prog::name_context();
         bump_memlock_rlimit.expect().once().returning(|| Ok(()));
         load.expect()
             .once()
@@ -177,9 +169,37 @@ mod tests {
             .once()
             .returning(move |_| Ok(vec![existing_program_1.clone()]));
         attach.expect().once().returning(|_, _| Ok(()));
+        name.expect()
+            .once()
+            .returning(|_| "gpurun_devices".to_string());
         detach2.expect().once().returning(|_, _| Ok(()));
 
         // act
         Devices::apply_devices(tmp.path(), &Some(vec![a_type])).expect("Could not apply devices");
+    }
+
+    #[test]
+    #[serial(bpf)] // mock contexts are shared
+    fn programs_of_others_stay_attached() {
+        // systemd's own device program (sd_devices) on the same cgroup.
+        let (tmp, _) = setup("some.value");
+        let systemds = bpf::ProgramInfo { id: 7, fd: 9 };
+        let bump_memlock_rlimit = mock_prog::bump_memlock_rlimit_context();
+        let load = mock_prog::load_context();
+        let query = mock_prog::query_context();
+        let attach = mock_prog::attach_context();
+        let detach2 = mock_prog::detach2_context();
+        let name = mock_prog::name_context();
+        bump_memlock_rlimit.expect().once().returning(|| Ok(()));
+        load.expect().once().returning(|_, _| Ok(6));
+        query
+            .expect()
+            .once()
+            .returning(move |_| Ok(vec![systemds.clone()]));
+        attach.expect().once().returning(|_, _| Ok(()));
+        name.expect().once().returning(|_| "sd_devices".to_string());
+        detach2.expect().never();
+
+        Devices::apply_devices(tmp.path(), &Some(vec![])).expect("apply devices");
     }
 }

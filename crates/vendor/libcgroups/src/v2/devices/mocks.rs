@@ -45,6 +45,14 @@ pub mod libbpf_sys {
         unimplemented!();
     }
 
+    pub fn bpf_prog_get_info_by_fd(
+        _prog_fd: ::std::os::raw::c_int,
+        _info: *mut libbpf_sys::bpf_prog_info,
+        _info_len: *mut libbpf_sys::__u32,
+    ) -> ::std::os::raw::c_int {
+        unimplemented!();
+    }
+
     pub fn bpf_prog_detach2(
         _prog_fd: ::std::os::raw::c_int,
         _attachable_fd: ::std::os::raw::c_int,
