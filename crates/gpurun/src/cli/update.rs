@@ -39,7 +39,7 @@ pub struct UpdateArgs {
     /// Memory plus swap limit in bytes, with an optional k, m or g (-1: no limit)
     #[arg(long, allow_hyphen_values = true, value_parser = parse_size)]
     pub memory_swap: Option<i64>,
-    /// Most tasks the container may have (-1 or 0: no limit)
+    /// Most tasks the container may have (-1: no limit; 0: unchanged, as in runc)
     #[arg(long, allow_hyphen_values = true)]
     pub pids_limit: Option<i64>,
     /// Intel RDT/CAT L3 cache schema

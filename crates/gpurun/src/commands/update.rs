@@ -5,7 +5,7 @@
 use std::{fs, io};
 
 use anyhow::{bail, Context, Result};
-use libcgroups::common::{CgroupManager, ControllerOpt};
+use libcgroups::common::{AnyCgroupManager, CgroupManager, ControllerOpt};
 use libcontainer::oci_spec::runtime::{
     LinuxBlockIoBuilder, LinuxCpuBuilder, LinuxMemoryBuilder, LinuxPidsBuilder, LinuxResources,
     LinuxResourcesBuilder,
@@ -83,7 +83,7 @@ pub fn update(ctx: &Ctx, args: UpdateArgs) -> Result<()> {
             args.container_id
         );
     }
-    let resources: LinuxResources = match &args.resources {
+    let asked: LinuxResources = match &args.resources {
         Some(path) if path.as_os_str() == "-" => serde_json::from_reader(io::stdin())
             .context("--resources -: stdin is not a LinuxResources JSON object")?,
         Some(path) => serde_json::from_reader(io::BufReader::new(
@@ -92,25 +92,28 @@ pub fn update(ctx: &Ctx, args: UpdateArgs) -> Result<()> {
         .with_context(|| format!("{} is not a LinuxResources JSON object", path.display()))?,
         None => from_flags(&args)?,
     };
+    let mut resources = zeros_unset(asked);
+    let created_with = crate::runtime::prepare::load_spec(&container.root)
+        .ok()
+        .and_then(|spec| spec.linux().as_ref()?.resources().clone())
+        .unwrap_or_default();
     // A memory update rewrites memory.oom_control: keep what the container
     // was created with unless the update says otherwise.
     let disable_oom_killer = resources
         .memory()
         .as_ref()
         .and_then(|m| m.disable_oom_killer())
-        .or_else(|| {
-            crate::runtime::prepare::load_spec(&container.root)
-                .ok()?
-                .linux()
-                .as_ref()?
-                .resources()
-                .as_ref()?
-                .memory()
-                .as_ref()?
-                .disable_oom_killer()
-        })
+        .or_else(|| created_with.memory().as_ref()?.disable_oom_killer())
         .unwrap_or(false);
     let manager = containers::cgroup_manager(&container)?;
+    // An update never changes device rules (runc's takes none), but the v2
+    // and systemd managers rebuild the device program and the unit's list
+    // from the rules they are given: give them the container's own, or
+    // its GPUs would be lost. v1 only adds its allow rules again, which
+    // needs nothing and would briefly deny everything if re-applied.
+    if !matches!(manager, AnyCgroupManager::V1(_)) {
+        resources.set_devices(created_with.devices().clone());
+    }
     manager
         .apply(&ControllerOpt {
             resources: &resources,
@@ -119,4 +122,79 @@ pub fn update(ctx: &Ctx, args: UpdateArgs) -> Result<()> {
             freezer_state: None,
         })
         .with_context(|| format!("update container {:?}", args.container_id))
+}
+
+/// An update as runc reads one: Docker sends every field, 0 (or "") where
+/// the user set nothing, so a 0 leaves that limit as it is. -1 stays "no
+/// limit".
+fn zeros_unset(mut resources: LinuxResources) -> LinuxResources {
+    fn set<T: PartialEq + Default>(value: Option<T>) -> Option<T> {
+        value.filter(|v| *v != T::default())
+    }
+    if let Some(mut memory) = *resources.memory() {
+        memory.set_limit(set(memory.limit()));
+        memory.set_reservation(set(memory.reservation()));
+        memory.set_swap(set(memory.swap()));
+        memory.set_kernel(set(memory.kernel()));
+        memory.set_kernel_tcp(set(memory.kernel_tcp()));
+        resources.set_memory(Some(memory));
+    }
+    if let Some(cpu) = resources.cpu().clone() {
+        let mut cpu = cpu;
+        cpu.set_shares(set(cpu.shares()));
+        cpu.set_quota(set(cpu.quota()));
+        cpu.set_period(set(cpu.period()));
+        cpu.set_realtime_runtime(set(cpu.realtime_runtime()));
+        cpu.set_realtime_period(set(cpu.realtime_period()));
+        cpu.set_cpus(set(cpu.cpus().clone()));
+        cpu.set_mems(set(cpu.mems().clone()));
+        resources.set_cpu(Some(cpu));
+    }
+    if resources.pids().as_ref().is_some_and(|p| p.limit() == 0) {
+        resources.set_pids(None);
+    }
+    if let Some(block_io) = resources.block_io().clone() {
+        let mut block_io = block_io;
+        block_io.set_weight(set(block_io.weight()));
+        resources.set_block_io(Some(block_io));
+    }
+    resources
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dockers_zeros_leave_limits_alone() {
+        // What dockerd 20.10 sends for `docker update --memory 128m` on a
+        // container created without limits.
+        let sent = r#"{"memory":{"limit":134217728,"reservation":0,"swap":268435456,"kernel":0,"kernelTCP":0,"swappiness":null,"disableOOMKiller":false},
+            "cpu":{"shares":0,"quota":0,"period":0,"realtimeRuntime":0,"realtimePeriod":0,"cpus":"","mems":""},
+            "pids":{"limit":0},"blockIO":{"weight":0}}"#;
+        let resources = zeros_unset(serde_json::from_str(sent).unwrap());
+        let memory = (*resources.memory()).unwrap();
+        assert_eq!(memory.limit(), Some(134217728));
+        assert_eq!(memory.swap(), Some(268435456));
+        assert_eq!(memory.reservation(), None);
+        assert_eq!(memory.kernel(), None);
+        let cpu = resources.cpu().clone().unwrap();
+        assert_eq!(
+            (cpu.shares(), cpu.quota(), cpu.period()),
+            (None, None, None)
+        );
+        assert_eq!((cpu.cpus().clone(), cpu.mems().clone()), (None, None));
+        assert!(resources.pids().is_none());
+        assert_eq!(resources.block_io().clone().unwrap().weight(), None);
+    }
+
+    #[test]
+    fn minus_one_still_means_no_limit() {
+        let sent = r#"{"memory":{"limit":-1,"swap":-1},"pids":{"limit":-1},"cpu":{"quota":-1}}"#;
+        let resources = zeros_unset(serde_json::from_str(sent).unwrap());
+        assert_eq!((*resources.memory()).unwrap().limit(), Some(-1));
+        assert_eq!((*resources.memory()).unwrap().swap(), Some(-1));
+        assert_eq!((*resources.pids()).unwrap().limit(), -1);
+        assert_eq!(resources.cpu().clone().unwrap().quota(), Some(-1));
+    }
 }
