@@ -51,17 +51,18 @@ struct ConfigFile {
     proc_root: Option<PathBuf>,
 }
 
-/// The config files read, lowest precedence first.
-pub fn config_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+/// The config files read, lowest precedence first, and whether each is
+/// the user's own optional one.
+fn config_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<(PathBuf, bool)> {
     if let Some(path) = env("GPURUN_CONFIG") {
-        return vec![PathBuf::from(path)];
+        return vec![(PathBuf::from(path), false)];
     }
-    let mut files = vec![PathBuf::from("/etc/gpurun/config.toml")];
+    let mut files = vec![(PathBuf::from("/etc/gpurun/config.toml"), false)];
     let xdg = env("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")));
     if let Some(dir) = xdg {
-        files.push(dir.join("gpurun/config.toml"));
+        files.push((dir.join("gpurun/config.toml"), true));
     }
     files
 }
@@ -70,10 +71,20 @@ impl Roots {
     /// Flags, then the environment, then the config files, then defaults.
     pub fn resolve(flags: &RootFlags, env: &dyn Fn(&str) -> Option<String>) -> Result<Roots> {
         let mut file = ConfigFile::default();
-        for path in config_files(env) {
+        for (path, per_user) in config_files(env) {
             let text = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                // The per-user file is found through $HOME, which a daemon
+                // that starts gpurun may have left pointing at another
+                // user's home (slurmd started from a root shell): one that
+                // cannot be read is not this user's, and is passed over.
+                // A file named by GPURUN_CONFIG, or the system one, must
+                // be readable.
+                Err(e) if per_user => {
+                    tracing::debug!("skipping {}: {e}", path.display());
+                    continue;
+                }
                 Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
             };
             let parsed: ConfigFile = toml::from_str(&text).map_err(|e| {
@@ -166,5 +177,26 @@ mod tests {
             Roots::resolve(&RootFlags::default(), &env).unwrap(),
             Roots::default()
         );
+    }
+
+    #[test]
+    fn an_unreadable_per_user_config_is_passed_over_an_explicit_one_is_not() {
+        // A directory where the file should be: unreadable even to root
+        // (a 0600 file of another user would be, to anyone but root).
+        let home = std::env::temp_dir().join(format!("roots-home-{}", std::process::id()));
+        std::fs::create_dir_all(home.join(".config/gpurun/config.toml")).unwrap();
+        let home_text = home.to_string_lossy().into_owned();
+        let env = |k: &str| (k == "HOME").then(|| home_text.clone());
+        if let Err(e) = Roots::resolve(&RootFlags::default(), &env) {
+            panic!("an unreadable per-user config stopped the run: {e}");
+        }
+        let given = home
+            .join(".config/gpurun/config.toml")
+            .to_string_lossy()
+            .into_owned();
+        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| given.clone());
+        let err = Roots::resolve(&RootFlags::default(), &env).unwrap_err();
+        assert!(err.to_string().starts_with("read "), "{err}");
+        let _ = std::fs::remove_dir_all(home);
     }
 }
