@@ -1,13 +1,19 @@
 #!/bin/sh
 # systemd hosts, as GPU machines run them: a VM (scripts/vm.sh --systemd,
-# Debian 12's 6.1 kernel) with systemd as PID 1 and unified cgroups.
-# `gpurun --systemd-cgroup` through create, start, update, pause, resume
-# and delete (the scope unit appears with the spec's limits and is gone
-# after delete), a GPU container with --systemd-cgroup, containerd's CRI
-# path with `SystemdCgroup = true`, `ctr run --runc-systemd-cgroup`, and
-# Docker on the systemd cgroup driver running a GPU container.
+# Debian 12's 6.1 kernel, or KERNEL) with systemd as PID 1 and unified
+# cgroups. `gpurun --systemd-cgroup` through create, start, update, pause,
+# resume and delete (the scope unit appears with the spec's limits and is
+# gone after delete); the spec's device rules under the systemd driver for
+# every way in (gpurun from a shell, ctr, containerd's CRI with
+# `SystemdCgroup = true`, Docker on the systemd driver, rootful Podman with
+# the systemd cgroup manager), each container holding CAP_MKNOD so that
+# the device rules alone decide, checked again after `systemctl
+# daemon-reload`, an unrelated unit's restart and an update; runc 1.1.5
+# beside it; `docker update` against runc's; rootless Podman.
 # The fixtures are made here; the checks run in the guest.
-# Usage: integration/systemd.sh [GPURUN]   (as root; prints "N passed, M failed")
+# Usage: integration/systemd.sh [GPURUN [KERNEL]]   (as root; prints "N passed, M failed")
+# GPURUN_SYSTEMD_CASES: the engine sections to run (default: all of
+# shell runc ctr cri docker podman rootless).
 set -eu
 cd "$(dirname "$0")/.."
 gpurun=${1:-$PWD/target/debug/gpurun}
@@ -23,7 +29,7 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   make_fixtures
   [ -x target/debug/cri-client ] || cargo build --locked -q -p cri-client
   GPURUN_IN_SYSTEMD_GUEST=1 GPURUN_SUITE_WORK="$work" \
-    sh scripts/vm.sh --systemd 6.1 -- sh integration/systemd.sh "$gpurun"
+    sh scripts/vm.sh --systemd "${2:-6.1}" -- sh integration/systemd.sh "$gpurun"
   exit $?
 fi
 
@@ -38,8 +44,72 @@ mkdir -p /etc/gpurun
 cp "$work/gpurun.toml" /etc/gpurun/config.toml
 check "systemd is PID 1" systemd "$(cat /proc/1/comm)"
 check "cgroup v2 only" cgroup2fs "$(stat -f -c %T /sys/fs/cgroup)"
+cases=${GPURUN_SYSTEMD_CASES:-"shell runc ctr cri docker podman rootless"}
+case_on() { case " $cases " in *" $1 "*) return 0 ;; esac; return 1; }
+echo "systemd suite on $(uname -r), systemd $(systemctl --version | awk 'NR == 1 {print $2}'): $cases"
+
+# --- The device probe every engine's container runs ---
+# Each container holds CAP_MKNOD (checked: every mknod must work), so an
+# open that fails with EPERM was refused by the device cgroup and nothing
+# else; ENXIO, ENODEV or EIO mean the open got through to a driver (or to
+# the lack of one: the fake GPU nodes have none). It prints NAME=denied or
+# NAME=through(...) for: the guest's disk, a number no driver has, a GPU
+# not asked for, every /dev/nvidia* node the container was given, the
+# default nodes and a pts number.
+disk=$(stat -c '%t %T' /dev/vda)
+disk_major=$((0x${disk% *}))
+disk_minor=$((0x${disk#* }))
+probe='
+opens() {
+  if err=$(head -c1 "$1" 2>&1 >/dev/null); then echo "through(open)"; return; fi
+  case "$err" in
+    *"not permitted"*) echo denied ;;
+    *"No such device or address"*) echo "through(ENXIO)" ;;
+    *"No such device"*) echo "through(ENODEV)" ;;
+    *"Input/output error"*) echo "through(EIO)" ;;
+    *) echo "other($err)" ;;
+  esac
+}
+node() {
+  rm -f "/tmp/$1"
+  if mknod "/tmp/$1" "$2" "$3" "$4" 2>/dev/null; then echo "$1=$(opens "/tmp/$1")"; else echo "$1=no-mknod"; fi
+}
+node disk b '"$disk_major $disk_minor"'
+node c42 c 42 0
+node gpu1 c 195 1
+node pts c 136 0
+for n in /dev/nvidia* /dev/nvidia-caps/* /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty; do
+  [ -e "$n" ] && echo "$n=$(opens "$n")"
+done
+true'
+# expect_devices LABEL OUTPUT: the rules hold in one probe's output.
+expect_devices() {
+  check "$1: CAP_MKNOD held (every mknod worked)" "" "$(echo "$2" | grep no-mknod)"
+  check_contains "$1: the guest's disk is refused (EPERM)" "disk=denied" "$2"
+  check_contains "$1: a number no driver has (c 42 0) is refused" "c42=denied" "$2"
+  check_contains "$1: a GPU not asked for (c 195 1) is refused" "gpu1=denied" "$2"
+  check_contains "$1: the requested /dev/nvidia0 opens" "/dev/nvidia0=through" "$2"
+  check_contains "$1: /dev/nvidiactl opens" "/dev/nvidiactl=through" "$2"
+  check "$1: no node the container was given is refused" "" "$(echo "$2" | grep '^/dev/.*=denied')"
+  check "$1: the default nodes and pts open" "null zero full random urandom tty pts" \
+    "$(for n in null zero full random urandom tty; do echo "$2" | grep -q "^/dev/$n=through" && printf '%s ' $n; done
+       echo "$2" | grep -q '^pts=through' && echo pts)"
+}
+# A unit that has nothing to do with containers, to restart.
+cat > /run/systemd/system/gpurun-unrelated.service <<'EOF'
+[Service]
+ExecStart=/bin/sleep 100000
+EOF
+systemctl daemon-reload
+systemctl start gpurun-unrelated.service
+# host_events: what may make systemd apply a unit's device program again.
+host_events() {
+  systemctl daemon-reload
+  systemctl restart gpurun-unrelated.service
+}
 
 # --- gpurun --systemd-cgroup, straight from a shell ---
+if case_on shell; then
 bundle="$work/sd-bundle"
 cp -a "$work/bb" "$bundle"
 id=sdtest
@@ -65,6 +135,13 @@ check "update: exit 0" 0 "$?"
 check "update reaches memory.max" 134217728 "$(cat "$scope/memory.max" 2>&1)"
 check "update reaches the unit's MemoryMax" 134217728 "$(systemctl show -P MemoryMax "$unit")"
 check "update reaches pids.max" 100 "$(cat "$scope/pids.max" 2>&1)"
+# An update that names one limit leaves the others as they are (runc's
+# reading: Docker sends 0 for every field it does not set).
+echo '{"memory":{"limit":0,"reservation":0,"swap":0},"cpu":{"shares":0,"quota":0,"period":0,"cpus":"","mems":""},"pids":{"limit":50},"blockIO":{"weight":0}}' \
+  | "$gpurun" --systemd-cgroup update --resources - $id
+check "update with Docker's zeros: exit 0" 0 "$?"
+check "the zeros left memory.max alone" 134217728 "$(cat "$scope/memory.max" 2>&1)"
+check "the one limit given reached pids.max" 50 "$(cat "$scope/pids.max" 2>&1)"
 "$gpurun" --systemd-cgroup pause $id
 check "pause: paused" paused "$("$gpurun" state $id | jq -r .status)"
 check "pause freezes the scope" 1 "$(cat "$scope/cgroup.freeze" 2>&1)"
@@ -77,23 +154,82 @@ check "the scope unit is gone after delete" inactive "$(systemctl is-active "$un
 check "its cgroup is gone" no "$([ -d "$scope" ] && echo yes || echo no)"
 check "nothing left in gpurun's state dir" "" "$(state_left /run/gpurun)"
 
-# A GPU container under --systemd-cgroup: its device program lets the
-# asked-for GPU through and nothing else.
+# Once its last process exits, systemd removes the scope and its cgroup:
+# `kill --all` of the exited container (what containerd's shim sends after
+# every exit) has nothing left to signal and succeeds, as runc's does.
+jq '.process.args = ["true"] | .linux.cgroupsPath = "system.slice:gpurun:sdexit"' \
+  "$work/bb/config.json" > "$bundle/config.json"
+"$gpurun" --systemd-cgroup create --bundle "$bundle" sdexit && "$gpurun" --systemd-cgroup start sdexit
+wait_for sh -c "\"$gpurun\" state sdexit | grep -q '\"stopped\"'"
+wait_for sh -c "! systemctl is-active --quiet gpurun-sdexit.scope"
+"$gpurun" --systemd-cgroup kill --all sdexit 9
+check "kill --all of an exited container whose scope systemd removed: exit 0" 0 "$?"
+"$gpurun" --systemd-cgroup delete sdexit
+check "delete of that container: exit 0" 0 "$?"
+
+out=$("$gpurun" doctor 2>&1)
+check_contains "doctor: device rules under systemd are enforced" "ok    device rules under systemd: enforced" "$out"
+
+# A GPU container under --systemd-cgroup, with CAP_MKNOD: the rules hold
+# from the start, through a reload, an unrelated restart and an update.
 gpu="$work/sd-gpu"
 mkdir -p "$gpu"
 jq --arg root "$work/glibc" '.root.path = $root | .root.readonly = false
   | .linux.cgroupsPath = "system.slice:gpurun:sdgpu"
-  | .process.env += ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility"]
-  | .process.args = ["sh", "-c", "nvidia-smi >/dev/null 2>&1; echo smi=$?; head -c0 /dev/nvidia0 2>&1 | grep -q \"not permitted\" || echo gpu0=allowed; mknod /tmp/n1 c 195 1 && head -c0 /tmp/n1 2>/dev/null || echo gpu1=denied"]' \
-  "$work/bb/config.json" > "$gpu/config.json"
-out=$("$gpurun" --systemd-cgroup $roots run --bundle "$gpu" sdgpu 2>&1)
-check_contains "--systemd-cgroup GPU run: nvidia-smi exits 9" "smi=9" "$out"
-# (A fake node opens with ENXIO, no driver behind it; EPERM is the cgroup.)
-check_contains "the asked-for GPU is let through" "gpu0=allowed" "$out"
-check_contains "an unrequested GPU node is denied" "gpu1=denied" "$out"
+  | .process.capabilities |= with_entries(.value += ["CAP_MKNOD"])
+  | .process.env += ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility,compute"]
+  | .process.args = ["sleep", "600"]' "$work/bb/config.json" > "$gpu/config.json"
+"$gpurun" --systemd-cgroup $roots run -d --bundle "$gpu" sdgpu
+check "--systemd-cgroup GPU run -d: exit 0" 0 "$?"
+out=$("$gpurun" exec sdgpu sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?' 2>&1)
+check_contains "--systemd-cgroup GPU container: nvidia-smi exits 9" "smi=9" "$out"
+show=$(systemctl show -p DevicePolicy -p DeviceAllow gpurun-sdgpu.scope)
+echo "systemd sees: $show"
+check_contains "the unit's DevicePolicy is strict" "DevicePolicy=strict" "$show"
+check_contains "the unit's DeviceAllow has the GPU" "/dev/char/195:0 rw" "$show"
+check_contains "the unit's DeviceAllow has /dev/null" "/dev/char/1:3 rwm" "$show"
+check "the unit's DeviceAllow has no GPU not asked for" "" "$(echo "$show" | grep -o '/dev/char/195:1 ')"
+expect_devices "gpurun --systemd-cgroup" "$("$gpurun" exec sdgpu sh -c "$probe" 2>&1)"
+host_events
+expect_devices "gpurun --systemd-cgroup, after daemon-reload and an unrelated restart" \
+  "$("$gpurun" exec sdgpu sh -c "$probe" 2>&1)"
+"$gpurun" --systemd-cgroup update --memory 268435456 sdgpu
+check "update of the GPU container: exit 0" 0 "$?"
+check "update reaches the GPU container's MemoryMax" 268435456 "$(systemctl show -P MemoryMax gpurun-sdgpu.scope)"
+expect_devices "gpurun --systemd-cgroup, after update" "$("$gpurun" exec sdgpu sh -c "$probe" 2>&1)"
+systemctl daemon-reload
+expect_devices "gpurun --systemd-cgroup, after update and a reload" "$("$gpurun" exec sdgpu sh -c "$probe" 2>&1)"
+"$gpurun" delete --force sdgpu
+wait_for sh -c "! systemctl is-active --quiet gpurun-sdgpu.scope"
 check "the GPU container's scope is gone" inactive "$(systemctl is-active gpurun-sdgpu.scope 2>&1)"
+fi
+
+# --- runc 1.1.5 beside it: the GPU as a CDI spec gives it (node and allow rule) ---
+if case_on runc; then
+rbundle="$work/sd-runc"
+mkdir -p "$rbundle"
+jq --arg root "$work/glibc" '.root.path = $root | .root.readonly = false
+  | .linux.cgroupsPath = "system.slice:runc:sdrunc"
+  | .process.capabilities |= with_entries(.value += ["CAP_MKNOD"])
+  | .linux.devices += [{"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": 438}]
+  | .linux.resources.devices += [{"allow": true, "type": "c", "major": 195, "minor": 0, "access": "rw"}]
+  | .process.args = ["sleep", "600"]' "$work/bb/config.json" > "$rbundle/config.json"
+runc --root /run/suite-runc --systemd-cgroup run -d --bundle "$rbundle" sdrunc >/dev/null 2>&1 </dev/null
+check "runc 1.1.5 --systemd-cgroup run -d: exit 0" 0 "$?"
+out=$(runc --root /run/suite-runc exec sdrunc sh -c "$probe" 2>&1)
+check_contains "runc 1.1.5: its GPU opens at first" "/dev/nvidia0=through" "$out"
+check_contains "runc 1.1.5: the disk is refused" "disk=denied" "$out"
+systemctl daemon-reload
+out=$(runc --root /run/suite-runc exec sdrunc sh -c "$probe" 2>&1)
+# NVIDIA's "Failed to initialize NVML: Unknown Error": runc's list for
+# systemd left out /dev/char/195:0, which does not exist on the host.
+check_contains "runc 1.1.5: after daemon-reload its GPU is refused (what gpurun must not do)" \
+  "/dev/nvidia0=denied" "$out"
+runc --root /run/suite-runc delete --force sdrunc
+fi
 
 # --- containerd: ctr with the systemd cgroup driver, and CRI with SystemdCgroup = true ---
+if case_on ctr || case_on cri; then
 sock="$work/containerd.sock"
 # containerd's root on the guest's own disk: its overlay snapshots cannot
 # sit on the overlay that makes the checkout writable here.
@@ -113,41 +249,152 @@ for image in busybox glibc pause; do
   ctr -a "$sock" -n default image import "$work/$image.tar" >/dev/null
   ctr -a "$sock" -n k8s.io image import "$work/$image.tar" >/dev/null
 done
+fi
+if case_on ctr; then
 out=$(ctr -a "$sock" run --rm --runc-binary "$gpurun" --runc-systemd-cgroup \
   --cgroup "system.slice:ctr:sdctr" --env NVIDIA_VISIBLE_DEVICES=0 \
   docker.io/gpurun-test/glibc:latest sdctr sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?; cat /proc/self/cgroup' 2>&1)
 check_contains "ctr --runc-systemd-cgroup: the GPU was injected (nvidia-smi exits 9)" "smi=9" "$out"
 check_contains "ctr --runc-systemd-cgroup: in its scope" "0::/system.slice/ctr-sdctr.scope" "$out"
 check "ctr's scope is gone" inactive "$(systemctl is-active ctr-sdctr.scope 2>&1)"
-out=$(RUST_BACKTRACE=0 target/debug/cri-client "$sock" gpurun "docker.io/gpurun-test/glibc:latest" "$work/pod-logs" \
+# containerd's default capabilities include CAP_MKNOD.
+ctr -a "$sock" run -d --runc-binary "$gpurun" --runc-systemd-cgroup \
+  --cgroup "system.slice:ctr:sdprobe" --env NVIDIA_VISIBLE_DEVICES=0 \
+  docker.io/gpurun-test/glibc:latest sdprobe sleep 600 >/dev/null 2>&1
+check "ctr run -d --runc-systemd-cgroup: exit 0" 0 "$?"
+ctr_probe() { ctr -a "$sock" task exec --exec-id "probe$1" sdprobe sh -c "$probe" 2>&1; }
+expect_devices "ctr --runc-systemd-cgroup" "$(ctr_probe 1)"
+host_events
+expect_devices "ctr --runc-systemd-cgroup, after daemon-reload and an unrelated restart" "$(ctr_probe 2)"
+ctr -a "$sock" task kill -s SIGKILL sdprobe >/dev/null 2>&1
+wait_for sh -c "ctr -a '$sock' task ls | grep -q 'sdprobe.*STOPPED'"
+ctr -a "$sock" task rm sdprobe >/dev/null 2>&1
+ctr -a "$sock" container rm sdprobe >/dev/null 2>&1
+check "ctr's probe scope is gone" inactive "$(systemctl is-active ctr-sdprobe.scope 2>&1)"
+fi
+if case_on cri; then
+# A cgroup parent that is a slice, as a kubelet on the systemd driver
+# gives a pod (it makes kubepods-*.slice first): containerd then hands the
+# runtime "system.slice:cri-containerd:ID", a scope of its own.
+export CRI_CLIENT_CGROUP_PARENT=system.slice
+out=$(RUST_BACKTRACE=0 timeout 300 target/debug/cri-client "$sock" gpurun "docker.io/gpurun-test/glibc:latest" "$work/pod-logs" \
   'nvidia-smi >/dev/null 2>&1; echo smi=$?; cat /proc/self/cgroup; exit 3' NVIDIA_VISIBLE_DEVICES=0 2>&1)
 check_contains "CRI with SystemdCgroup = true: exit code read back" "exit_code=3" "$out"
 check_contains "CRI with SystemdCgroup = true: the GPU was injected" "smi=9" "$out"
 check_contains "CRI with SystemdCgroup = true: the pod was removed" "pod removed" "$out"
+# The CRI's default capabilities include CAP_MKNOD. Between the two
+# probes the client updates the memory limit through
+# UpdateContainerResources, and the host reloads systemd.
+mkdir -p "$work/cri-sync"
+out=$(CRI_CLIENT_SYNC="$work/cri-sync" CRI_CLIENT_UPDATE_MEMORY=268435456 \
+  CRI_CLIENT_BETWEEN="systemctl daemon-reload; systemctl restart gpurun-unrelated.service
+    systemctl list-units --type=scope --plain --no-legend | while read -r u rest; do
+      echo \"\$u \$(systemctl show -P MemoryMax \$u)\"; done > '$work/cri-memorymax'" \
+  RUST_BACKTRACE=0 timeout 300 target/debug/cri-client "$sock" gpurun "docker.io/gpurun-test/glibc:latest" "$work/pod-logs2" \
+  "$probe
+echo phase=1
+while [ ! -e /sync/go ]; do sleep 0.2; done
+echo ---after
+echo memory.max=\$(cat /sys/fs/cgroup/memory.max)
+$probe" NVIDIA_VISIBLE_DEVICES=0 2>&1)
+expect_devices "CRI (SystemdCgroup = true)" "$(echo "$out" | sed '/^---after/,$d')"
+expect_devices "CRI, after UpdateContainerResources, daemon-reload and an unrelated restart" \
+  "$(echo "$out" | sed '1,/^---after/d')"
+echo "$out" | grep -E '^(pod |updated |between: |Error)' | sed 's/^/  cri-client: /'
+check_contains "CRI (SystemdCgroup = true): the container runs in its own scope unit" "cri-containerd-" "$(cat "$work/cri-memorymax" 2>&1)"
+check_contains "CRI's UpdateContainerResources reaches the unit's MemoryMax" ".scope 268435456" "$(cat "$work/cri-memorymax" 2>&1)"
+grep -q " 268435456" "$work/cri-memorymax" || sed 's/^/  scope: /' "$work/cri-memorymax"
+check_contains "CRI's UpdateContainerResources reaches the container's memory.max" "memory.max=268435456" "$out"
+unset CRI_CLIENT_CGROUP_PARENT
 check "CRI: no cri-containerd scope left" "" \
   "$(systemctl list-units --all --plain --no-legend 'cri-containerd-*' | awk '$3 == "active"')"
 check "nothing left in containerd's gpurun state" "" "$(state_left /run/containerd/runc/k8s.io)"
+fi
 stop_engines
 pids=""
 
 # --- Docker on the systemd cgroup driver ---
+if case_on docker; then
 jq --arg gpurun "$gpurun" '.runtimes = {"gpurun": {"path": $gpurun}}' /etc/docker/daemon.json > "$work/daemon.json"
 cp "$work/daemon.json" /etc/docker/daemon.json
 systemctl restart docker
 check "dockerd uses the systemd cgroup driver" systemd "$(docker info -f '{{.CgroupDriver}}' 2>&1)"
+check_contains "doctor names Docker's driver" "Docker: systemd" "$("$gpurun" doctor 2>&1)"
 docker load -i "$work/glibc.tar" >/dev/null
 out=$(docker run --rm --runtime=gpurun --network none -e NVIDIA_VISIBLE_DEVICES=0 \
   gpurun-test/glibc sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?' 2>&1)
 check_contains "docker run --runtime=gpurun (systemd driver): nvidia-smi exits 9" "smi=9" "$out"
-cid=$(docker run -d --runtime=gpurun --network none -m 64m -e NVIDIA_VISIBLE_DEVICES=0 \
-  gpurun-test/glibc sleep 300)
+cid=$(docker run -d --runtime=gpurun --network none -m 64m --cap-add MKNOD \
+  -e NVIDIA_VISIBLE_DEVICES=0 gpurun-test/glibc sleep 600)
 check "docker's GPU container runs in its own scope unit" active "$(systemctl is-active "docker-$cid.scope" 2>&1)"
 check "docker -m 64m lands in the scope's memory.max" 67108864 \
   "$(cat "/sys/fs/cgroup/system.slice/docker-$cid.scope/memory.max" 2>&1)"
-docker rm -f "$cid" >/dev/null
+expect_devices "docker --runtime=gpurun" "$(docker exec "$cid" sh -c "$probe" 2>&1)"
+host_events
+expect_devices "docker --runtime=gpurun, after daemon-reload and an unrelated restart" \
+  "$(docker exec "$cid" sh -c "$probe" 2>&1)"
+# docker update, against runc's result for the same request. (runc 1.1.5
+# writes a block I/O weight only to io.weight, gpurun to the unit's
+# IOWeight too, so that property is checked on its own.)
+rid=$(docker run -d --runtime=runc --network none -m 64m --cap-add MKNOD gpurun-test/glibc sleep 600)
+limits() { # CID: the unit's properties and the cgroup files docker update changes
+  unit="docker-$1.scope"
+  dir="/sys/fs/cgroup/system.slice/$unit"
+  systemctl show -p MemoryMax -p MemorySwapMax -p CPUQuotaPerSecUSec -p AllowedCPUs -p TasksMax "$unit" | sort | tr '\n' ' '
+  for f in memory.max memory.swap.max cpu.max cpuset.cpus pids.max io.weight io.bfq.weight; do
+    printf '%s=%s ' "$f" "$(cat "$dir/$f" 2>/dev/null | head -1)"
+  done
+}
+for update in "--memory 128m --memory-swap 256m" "--cpus 0.5" "--cpuset-cpus 0" "--pids-limit 30" "--blkio-weight 300"; do
+  # shellcheck disable=SC2086
+  gout=$(docker update $update "$cid" 2>&1); grc=$?
+  # shellcheck disable=SC2086
+  rout=$(docker update $update "$rid" 2>&1); rrc=$?
+  check "docker update $update: exit status as runc's" "$rrc" "$grc"
+  [ "$grc" = 0 ] || echo "  gpurun: $gout / runc: $rout"
+  check "docker update $update: unit and cgroup as runc's" "$(limits "$rid")" "$(limits "$cid")"
+done
+check "docker update: memory.max under gpurun" 134217728 \
+  "$(cat "/sys/fs/cgroup/system.slice/docker-$cid.scope/memory.max" 2>&1)"
+check "docker update: pids.max under gpurun" 30 \
+  "$(cat "/sys/fs/cgroup/system.slice/docker-$cid.scope/pids.max" 2>&1)"
+check "docker update: AllowedCPUs on gpurun's unit" 0 "$(systemctl show -P AllowedCPUs "docker-$cid.scope")"
+check "docker update --blkio-weight 300: the unit's IOWeight under gpurun" 2930 \
+  "$(systemctl show -P IOWeight "docker-$cid.scope")"
+expect_devices "docker --runtime=gpurun, after docker update" "$(docker exec "$cid" sh -c "$probe" 2>&1)"
+systemctl daemon-reload
+expect_devices "docker --runtime=gpurun, after docker update and a reload" \
+  "$(docker exec "$cid" sh -c "$probe" 2>&1)"
+docker rm -f "$cid" "$rid" >/dev/null
 check "no docker scope left" "" \
   "$(systemctl list-units --all --plain --no-legend 'docker-*.scope' | awk '$3 == "active"')"
+fi
 
+# --- rootful Podman with the systemd cgroup manager ---
+if case_on podman; then
+podman load -i "$work/glibc.tar" >/dev/null 2>&1
+check "rootful podman uses the systemd cgroup manager" systemd "$(podman info -f '{{.Host.CgroupManager}}' 2>&1)"
+pid_=$(podman --runtime "$gpurun" run -d --network none --cap-add MKNOD -e NVIDIA_VISIBLE_DEVICES=0 \
+  gpurun-test/glibc sleep 600 2>&1)
+check "rootful podman --runtime gpurun run -d: a container" 64 "${#pid_}"
+out=$(podman exec "$pid_" sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?' 2>&1)
+check_contains "rootful podman GPU container: nvidia-smi exits 9" "smi=9" "$out"
+expect_devices "rootful podman" "$(podman exec "$pid_" sh -c "$probe" 2>&1)"
+host_events
+expect_devices "rootful podman, after daemon-reload and an unrelated restart" \
+  "$(podman exec "$pid_" sh -c "$probe" 2>&1)"
+if podman update --help >/dev/null 2>&1; then
+  podman update --memory 256m "$pid_" >/dev/null
+  check "podman update: exit 0" 0 "$?"
+  check "podman update reaches the unit's MemoryMax" 268435456 "$(systemctl show -P MemoryMax "libpod-$pid_.scope")"
+  expect_devices "rootful podman, after podman update" "$(podman exec "$pid_" sh -c "$probe" 2>&1)"
+fi
+podman rm -f "$pid_" >/dev/null 2>&1
+check "no podman scope left" "" \
+  "$(systemctl list-units --all --plain --no-legend 'libpod-*.scope' | awk '$3 == "active"')"
+fi
+
+if case_on rootless; then
 # --- rootless Podman in a systemd user session: a delegated cgroup ---
 user=gpurun-podman
 useradd -m -s /bin/sh "$user"
@@ -183,5 +430,6 @@ out=$(as_user podman --runtime "$gpurun" run --rm --network none -e NVIDIA_VISIB
   gpurun-test/glibc sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?' 2>&1)
 check_contains "rootless podman GPU container: nvidia-smi exits 9" "smi=9" "$out"
 check "nothing left in the user's gpurun state dir" "" "$(state_left "/run/user/$uid/gpurun")"
+fi
 
 summary systemd

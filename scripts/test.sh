@@ -13,6 +13,10 @@ sh scripts/check-fork.sh
 # No module circle in any crate; the binary's layers point one way.
 python3 scripts/check-layers.py
 cargo test --locked --workspace
+# The vendored libcgroups' own unit tests (those that need no D-Bus session).
+cargo test --locked --manifest-path crates/vendor/libcgroups/Cargo.toml --features cgroupsv2_devices \
+  --lib -q -- --skip dbus_native::dbus::tests --skip systemd::manager::tests::test_task_addition \
+  --skip systemd::manager::tests::test_error_thrown_if_process_never_added_to_cgroup
 # Every fuzz target for a short fixed time (longer by hand: sh scripts/fuzz.sh 600).
 sh scripts/fuzz.sh 20
 # End-to-end suites against real engines and schedulers (systemd.sh in a
@@ -26,3 +30,6 @@ done
 # all of them on 6.1, the GPU mount and cgroup v2 ones on 6.12.
 sh scripts/host-matrix.sh 6.1
 GPURUN_MATRIX_SUITES="layouts image cgroup_v2" sh scripts/host-matrix.sh 6.12
+# The systemd driver's device rules (from a shell and under Docker) and
+# docker update again in a systemd guest on 6.12.
+GPURUN_SYSTEMD_CASES="shell docker" sh integration/systemd.sh "$PWD/target/debug/gpurun" 6.12

@@ -185,9 +185,10 @@ fn v2_start_clones_into_the_cgroup_and_moves_nothing() {
 /// only the hybrid's unified tree, whose controllers v1 holds): the spec's
 /// limits land in the container's own cgroup, and a GPU container's device
 /// program lets its GPU through and nothing else, checked by opening from
-/// an exec'd process: the asked-for GPU node gets past the cgroup (a fake
-/// node with no driver behind it answers ENXIO), an unrequested GPU node
-/// and `c 1 11`, made with mknod, get EPERM.
+/// an exec'd process holding CAP_MKNOD: the asked-for GPU node gets past
+/// the cgroup (a fake node with no driver behind it answers ENXIO), an
+/// unrequested GPU node and `c 42 0`, a number no driver has (ENXIO
+/// without the program), made with mknod, get the program's EPERM.
 #[test]
 fn v2_limits_land_and_only_the_asked_for_gpu_passes_the_device_program() {
     require_root!();
@@ -232,19 +233,39 @@ fn v2_limits_land_and_only_the_asked_for_gpu_passes_the_device_program() {
 
     let probe = "open() { if (: < $1) 2>/dev/null; then echo \"$1=opened\"; \
                  elif (: < $1) 2>&1 | grep -q 'not permitted'; then echo \"$1=EPERM\"; \
+                 elif (: < $1) 2>&1 | grep -q 'No such device or address'; then echo \"$1=ENXIO\"; \
                  else echo \"$1=other\"; fi; }; \
-                 mknod /dev/gpu1 c 195 1; mknod /dev/kmsg-probe c 1 11; \
-                 open /dev/nvidia0; open /dev/gpu1; open /dev/kmsg-probe";
+                 mknod /dev/gpu1 c 195 1 && mknod /dev/nodriver c 42 0 && echo mknod-ok; \
+                 open /dev/nvidia0; open /dev/gpu1; open /dev/nodriver";
     let out = rt.run(["exec", &id, "sh", "-c", probe]);
     let lines: Vec<&str> = out.stdout.lines().collect();
+    // CAP_MKNOD is held, so only the device program can refuse an open.
+    assert!(lines.contains(&"mknod-ok"), "{out:?}");
     // A real GPU opens; a fake node with no driver behind it fails with
     // ENXIO: either way not the cgroup's EPERM.
     assert!(
-        lines.contains(&"/dev/nvidia0=opened") || lines.contains(&"/dev/nvidia0=other"),
+        lines.contains(&"/dev/nvidia0=opened") || lines.contains(&"/dev/nvidia0=ENXIO"),
         "{out:?}"
     );
     assert!(lines.contains(&"/dev/gpu1=EPERM"), "{out:?}");
-    assert!(lines.contains(&"/dev/kmsg-probe=EPERM"), "{out:?}");
+    assert!(lines.contains(&"/dev/nodriver=EPERM"), "{out:?}");
+
+    // An update carries the container's device rules into the program it
+    // rebuilds: the GPU stays reachable and the rest stays refused (the
+    // program used to be rebuilt from the defaults alone, without the GPU).
+    rt.run(["update", "--memory", "134217728", &id]).ok();
+    assert_eq!(read("memory.max").trim(), "134217728");
+    let out = rt.run(["exec", &id, "sh", "-c", probe]);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines.contains(&"/dev/nvidia0=opened") || lines.contains(&"/dev/nvidia0=ENXIO"),
+        "after update: {out:?}"
+    );
+    assert!(lines.contains(&"/dev/gpu1=EPERM"), "after update: {out:?}");
+    assert!(
+        lines.contains(&"/dev/nodriver=EPERM"),
+        "after update: {out:?}"
+    );
     rt.run(["delete", "--force", &id]).ok();
     assert!(!cgroup.exists(), "cgroup left behind");
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());

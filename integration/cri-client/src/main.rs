@@ -3,6 +3,17 @@
 //! `runtime_handler = HANDLER`), CreateContainer and StartContainer with
 //! `sh -c SCRIPT` and the environment, waits for it to exit, prints its log
 //! and `exit_code=N`, then stops and removes the pod.
+//!
+//! A mid-run phase, for checks that must hold through a change on the host
+//! (set in cri-client's own environment): `CRI_CLIENT_SYNC=HOSTDIR` mounts
+//! HOSTDIR at /sync in the container; once the container's log shows a
+//! line `phase=1`, the client sends UpdateContainerResources with a memory
+//! limit of `CRI_CLIENT_UPDATE_MEMORY` bytes (if set), runs
+//! `CRI_CLIENT_BETWEEN` with `sh -c` on the host (if set), and creates
+//! HOSTDIR/go, which the script can wait for.
+//! `CRI_CLIENT_CGROUP_PARENT=NAME.slice` gives the pod the cgroup parent a
+//! kubelet on the systemd driver gives it (containerd then hands the
+//! runtime `NAME.slice:cri-containerd:ID`).
 
 use std::time::Duration;
 
@@ -26,6 +37,52 @@ async fn connect(socket: String) -> Result<Channel> {
         .context("connect to the CRI socket")
 }
 
+/// Waits for `phase=1` in the container's log, then updates its memory
+/// limit, runs the host command, and lets the container go on.
+async fn mid_run_phase(
+    client: &mut RuntimeServiceClient<Channel>,
+    container: &str,
+    log_dir: &str,
+    sync_dir: &str,
+) -> Result<()> {
+    let log = std::path::Path::new(log_dir).join("main.log");
+    let mut seen = false;
+    for _ in 0..600 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().any(|line| line.ends_with(" phase=1")) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if !seen {
+        bail!("the container's log never showed phase=1");
+    }
+    if let Ok(bytes) = std::env::var("CRI_CLIENT_UPDATE_MEMORY") {
+        client
+            .update_container_resources(UpdateContainerResourcesRequest {
+                container_id: container.into(),
+                linux: Some(LinuxContainerResources {
+                    memory_limit_in_bytes: bytes.parse().context("CRI_CLIENT_UPDATE_MEMORY")?,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .context("UpdateContainerResources")?;
+        println!("updated memory to {bytes}");
+    }
+    if let Ok(command) = std::env::var("CRI_CLIENT_BETWEEN") {
+        let status = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .status()
+            .context("run CRI_CLIENT_BETWEEN")?;
+        println!("between: {status}");
+    }
+    std::fs::write(std::path::Path::new(sync_dir).join("go"), "")?;
+    Ok(())
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -43,6 +100,7 @@ async fn main() -> Result<()> {
         })
         .collect();
     let mut client = RuntimeServiceClient::new(connect(socket.clone()).await?);
+    let sync_dir = std::env::var("CRI_CLIENT_SYNC").ok();
 
     let uid = format!("gpurun-e2e-{}", std::process::id());
     let sandbox_config = PodSandboxConfig {
@@ -54,6 +112,7 @@ async fn main() -> Result<()> {
         }),
         log_directory: log_dir.clone(),
         linux: Some(LinuxPodSandboxConfig {
+            cgroup_parent: std::env::var("CRI_CLIENT_CGROUP_PARENT").unwrap_or_default(),
             security_context: Some(LinuxSandboxSecurityContext {
                 namespace_options: Some(NamespaceOption {
                     network: NamespaceMode::Node as i32,
@@ -94,6 +153,14 @@ async fn main() -> Result<()> {
                     command: vec!["sh".into(), "-c".into(), script.clone()],
                     envs: envs.clone(),
                     log_path: "main.log".into(),
+                    mounts: sync_dir
+                        .iter()
+                        .map(|dir| Mount {
+                            container_path: "/sync".into(),
+                            host_path: dir.clone(),
+                            ..Default::default()
+                        })
+                        .collect(),
                     ..Default::default()
                 }),
                 sandbox_config: Some(sandbox_config.clone()),
@@ -108,6 +175,9 @@ async fn main() -> Result<()> {
             })
             .await
             .context("StartContainer")?;
+        if let Some(dir) = &sync_dir {
+            mid_run_phase(&mut client, &container, log_dir, dir).await?;
+        }
         for _ in 0..300 {
             let status = client
                 .container_status(ContainerStatusRequest {
