@@ -1,9 +1,13 @@
 #!/bin/sh
 # Slurm end to end: a single-node cluster (Debian's slurmd, slurmctld and
 # munge) with private state, config and socket under a temp dir, whose
-# gres.conf names the fake GPU host's /dev/nvidia0 and /dev/nvidia1. Then
-# `srun --gres=gpu:N gpurun run --rootfs ...` must show exactly the GPUs
-# Slurm gave the step, as root and as an unprivileged user.
+# gres.conf names the fake GPU host's /dev/nvidia0 and /dev/nvidia1, with
+# task/cgroup and ConstrainDevices=yes as GPU clusters run it. Then
+# `srun --gres=gpu:N gpurun run --rootfs ...` and Slurm's own
+# `srun --container=BUNDLE` (oci.conf from `gpurun setup slurm`) must show
+# exactly the GPUs Slurm gave the step, as root and as an unprivileged user
+# (whose runtime slurmstepd starts with HOME still root's), and the
+# container must stay below the step's cgroup with the job's --mem.
 # Usage: integration/slurm.sh [GPURUN]   (as root; prints "N passed, M failed")
 set -eu
 cd "$(dirname "$0")/.."
@@ -64,14 +68,15 @@ SlurmdPidFile=$work/slurmd.pid
 SlurmctldLogFile=$work/slurmctld.log
 SlurmdLogFile=$work/slurmd.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/cgroup
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
+DefMemPerNode=256
 GresTypes=gpu
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
 ReturnToService=2
-NodeName=$node Gres=gpu:2 CPUs=$(nproc) State=UNKNOWN
+NodeName=$node Gres=gpu:2 CPUs=$(nproc) RealMemory=$(free -m | awk '/^Mem:/ {print int($2 / 2)}') State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 echo "NodeName=$node Name=gpu File=$host/dev/nvidia[0-1]" > "$work/gres.conf"
@@ -81,6 +86,7 @@ if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
 else
   echo "CgroupPlugin=cgroup/v1" > "$work/cgroup.conf"
 fi
+printf 'ConstrainDevices=yes\nConstrainRAMSpace=yes\n' >> "$work/cgroup.conf"
 export SLURM_CONF="$work/slurm.conf"
 slurmctld -f "$SLURM_CONF"
 slurmd -f "$SLURM_CONF"
@@ -123,5 +129,91 @@ wait "$holder" || true
 
 out=$(srun --quiet "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$nodes" 2>&1)
 check "root: a job without --gres gets no GPU" "smi=127" "$out"
+
+# --- srun --container: Slurm's own OCI support, with gpurun as its runtime ---
+# oci.conf beside slurm.conf, from gpurun's driver locations.
+out=$("$gpurun" $roots setup slurm 2>&1)
+check "setup slurm: exit 0" 0 "$?"
+check_contains "setup slurm writes the RunTimeRun form" "RunTimeRun=\"$gpurun $roots --root=/run/gpurun-slurm/%u run %n.%u.%j.%s.%t -b %b\"" "$(cat "$work/oci.conf")"
+check_contains "setup slurm a second time changes nothing" "nothing to change" "$("$gpurun" $roots setup slurm 2>&1)"
+# Bundles as users make them: `gpurun spec`, and `gpurun spec --rootless`
+# run by the user.
+mkdir -p "$work/bundle" "$work/ubundle"
+cp -a "$work/rootfs-plain" "$work/bundle/rootfs"
+cp -a "$work/rootfs-plain" "$work/ubundle/rootfs"
+(cd "$work/bundle" && "$gpurun" spec && jq '.process.terminal = false | .root.readonly = false' config.json > c && mv c config.json)
+chown -R "$user:" "$work/ubundle"
+su -s /bin/sh "$user" -c "cd $work/ubundle && $gpurun spec --rootless && jq '.process.terminal = false | .root.readonly = false' config.json > c && mv c config.json"
+# What the container shows (srun passes the caller's environment, PROBE
+# among it, into the bundle's): its GPU nodes and nvidia-smi's exit.
+export PROBE='ls /dev/nvidia[0-9]* 2>/dev/null | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=$?'
+in_container() { # WHO SRUN-ARGS...: the probe in srun --container, as root or the user
+  who=$1
+  shift
+  if [ "$who" = root ]; then
+    srun --quiet "$@" sh -c 'eval "$PROBE"'
+  else
+    as_user srun --quiet "$*" sh -c "'eval \"\$PROBE\"'"
+  fi
+}
+# The memory limit over a process's cgroup: v1, memory.stat's hierarchical
+# limit; v2, the smallest memory.max on the way up.
+memory_limit() { # PID
+  line=$(grep -E ':memory:|^0::' "/proc/$1/cgroup" | head -1)
+  path=${line#*:*:}
+  if [ -d /sys/fs/cgroup/memory ]; then
+    awk '$1 == "hierarchical_memory_limit" {print $2}' "/sys/fs/cgroup/memory$path/memory.stat"
+  else
+    dir=/sys/fs/cgroup$path
+    while [ "$dir" != /sys/fs/cgroup ]; do cat "$dir/memory.max" 2>/dev/null; dir=${dir%/*}; done \
+      | grep -v max | sort -n | head -1
+  fi
+}
+check "user: root's home, which the user's runtime inherits from slurmd, is not the user's to read" no \
+  "$(su -s /bin/sh "$user" -c 'cat /root/.config/gpurun/config.toml >/dev/null 2>&1 && echo yes || echo no')"
+for who in root user; do
+  b=$work/bundle
+  [ "$who" = user ] && b=$work/ubundle
+  if [ "$who" = root ]; then
+    out=$(srun --quiet --container="$b" id -u 2>&1)
+  else
+    out=$(as_user srun --quiet --container="$b" id -u 2>&1)
+  fi
+  check "$who: srun --container runs the step" 0 "$out"
+  out=$(in_container $who --container="$b" --gres=gpu:1 2>&1)
+  check "$who: srun --container --gres=gpu:1: exactly one GPU, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
+  out=$(in_container $who --container="$b" --gres=gpu:2 2>&1)
+  check "$who: srun --container --gres=gpu:2: both GPUs" "/dev/nvidia0 /dev/nvidia1 smi=9" "$out"
+  out=$(in_container $who --container="$b" --export=ALL,NVIDIA_VISIBLE_DEVICES=all 2>&1)
+  check "$who: srun --container without gres: no GPU, even with NVIDIA_VISIBLE_DEVICES=all" "smi=127" "$out"
+  out=$(in_container $who --container="$b" --gres=gpu:1 --export=ALL,NVIDIA_VISIBLE_DEVICES=all 2>&1)
+  check "$who: srun --container --gres=gpu:1 with NVIDIA_VISIBLE_DEVICES=all: still one GPU" "/dev/nvidia0 smi=9" "$out"
+  out=$(in_container $who --container="$b" --gres=gpu:1 --export=ALL,NVIDIA_VISIBLE_DEVICES=void 2>&1)
+  check "$who: srun --container --gres=gpu:1 with NVIDIA_VISIBLE_DEVICES=void: no GPU" "smi=127" "$out"
+  # A running container (for 16 s): its cgroup, seen from the host, is
+  # below the step's, and the job's --mem holds over it.
+  marker="sleep 1$([ "$who" = root ] && echo 6 || echo 7)"
+  if [ "$who" = root ]; then
+    srun --quiet --container="$b" --mem=64M $marker >/dev/null 2>&1 &
+  else
+    as_user srun --quiet --container="$b" --mem=64M $marker >/dev/null 2>&1 &
+  fi
+  wait_for pgrep -f "^$marker"
+  pid=$(pgrep -f "^$marker" | head -1)
+  check_contains "$who: the container's cgroup is below the step's" "/step_0/" \
+    "$(grep -E ':devices:|^0::' "/proc/$pid/cgroup" 2>&1 | head -1)"
+  check "$who: the job's --mem=64M holds over the container" 67108864 "$(memory_limit "$pid")"
+  wait
+done
+check_contains "root: the container has a cgroup of its own below the step" "/step_0/gpurun-" \
+  "$(srun --quiet --container="$work/bundle" cat /proc/self/cgroup 2>&1 | grep -E ':devices:|^0::' | head -1)"
+check "no container cgroup left in any hierarchy" "" \
+  "$(find /sys/fs/cgroup -maxdepth 7 -type d -name "gpurun-$node.*" 2>/dev/null)"
+# One path serves every v1 hierarchy: the step directories made for a
+# container in those Slurm does not use (pids here) go with it.
+[ -d /sys/fs/cgroup/pids ] && check "no step directory left where Slurm keeps none (pids)" "" \
+  "$(find /sys/fs/cgroup/pids -maxdepth 1 -name "slurm*" 2>/dev/null)"
+check "nothing left in the state directories" "" \
+  "$(ls "/run/gpurun-slurm/root" "/run/gpurun-slurm/$user" 2>/dev/null | grep -v '^@' | grep -v ':$' | grep .)"
 
 summary slurm

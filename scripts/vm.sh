@@ -206,6 +206,8 @@ done
 mkdir -p "/lib/modules/$(uname -r)"
 mount --bind "/host$modules" "/lib/modules/$(uname -r)"
 hostname gpurun-vm
+# No network: the name must resolve without DNS (munge, Slurm).
+grep -q gpurun-vm /etc/hosts || echo "127.0.1.1 gpurun-vm" >> /etc/hosts
 STAGE2
   else
     cat <<'STAGE2'

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use crate::devlist::DeviceSelection;
 use crate::inventory::{self, Gpu, Inventory, Source};
 use crate::plan::{self, Plan};
 use crate::request::Request;
@@ -43,6 +44,16 @@ impl SlurmJob {
             }),
         )
     }
+
+    /// The step slurmstepd started this process in (`srun --container`),
+    /// from its own cgroup: the container gets the GPUs the step's device
+    /// cgroup lets it open, whether its bundle says nothing or `all`.
+    pub fn from_step(step: &slurm::StepCgroup) -> SlurmJob {
+        SlurmJob {
+            allocation: slurm::from_step_cgroup(step),
+            gpus_by_default: true,
+        }
+    }
 }
 
 /// Whether this process may open a GPU's node: under Slurm's device
@@ -73,6 +84,15 @@ pub fn resolve(
     let inv = inventory(&roots()?, cache_dir)?;
     if let Some(job) = job {
         let allowed = job.allocation.gpu_indexes(&inv.gpus, may_open)?;
+        // An image's blanket `all` (CUDA images set it) in a step Slurm
+        // gave no GPU: the container runs without one, as the step would.
+        if matches!(job.allocation.gpus, slurm::Allocated::StepCgroup { .. })
+            && allowed.is_empty()
+            && request.devices == DeviceSelection::All
+        {
+            request.devices = DeviceSelection::Void;
+            return Ok((request, None));
+        }
         let selected: Vec<u32> = plan::select_gpus(&inv, &request.devices)?
             .iter()
             .map(|g| g.index)

@@ -7,6 +7,11 @@
 //! - `CUDA_VISIBLE_DEVICES`: with `ConstrainDevices=yes` these are ordinals
 //!   into the GPUs the step's device cgroup lets it open, so they only mean
 //!   something together with that list.
+//!
+//! Under `srun --container`, slurmstepd starts the runtime with slurmd's
+//! environment (none of those variables), but in the step's cgroup: there
+//! the step is read from the process's own cgroup, and its GPUs are those
+//! the step's device cgroup (`ConstrainDevices=yes`) lets it open.
 
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -25,6 +30,74 @@ pub enum Allocated {
     CudaVisible { entries: Vec<String> },
     /// A Slurm job with no GPU at all.
     Nothing,
+    /// Started by slurmstepd in a step's cgroup: the GPUs that cgroup lets
+    /// this process open.
+    StepCgroup { cgroup: String },
+}
+
+/// The Slurm job step whose cgroup a process runs in, read from its
+/// `/proc/<pid>/cgroup`: Slurm's cgroup plugins name them
+/// `.../job_<id>/step_<id>/...` (v1: `/slurm[_<node>]/uid_<uid>/job_<id>/
+/// step_<id>/task_<n>` in the hierarchies Slurm constrains; v2:
+/// `/system.slice/slurmstepd.scope/job_<id>/step_<id>/user/task_<n>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepCgroup {
+    pub job_id: String,
+    /// The step's cgroup, up to and including `step_<id>`: in the v1
+    /// devices hierarchy, or in the unified one.
+    pub step: String,
+    /// The process's own cgroup there (its task's).
+    pub own: String,
+    pub unified: bool,
+}
+
+impl StepCgroup {
+    /// From the text of `/proc/<pid>/cgroup`; `None` outside a Slurm step.
+    pub fn parse(proc_cgroup: &str) -> Option<StepCgroup> {
+        let line = |wanted: &dyn Fn(&str, &str) -> bool| {
+            proc_cgroup.lines().find_map(|l| {
+                let mut fields = l.splitn(3, ':');
+                let (id, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+                wanted(id, controllers).then(|| path.to_owned())
+            })
+        };
+        // v1: the devices hierarchy, which ConstrainDevices uses; else the
+        // unified one (pure v2).
+        let (own, unified) = match line(&|_, c| c.split(',').any(|n| n == "devices")) {
+            Some(path) => (path, false),
+            None => (line(&|id, c| id == "0" && c.is_empty())?, true),
+        };
+        let parts: Vec<&str> = own.split('/').collect();
+        let job = parts.windows(2).position(|w| {
+            w[0].strip_prefix("job_")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                && w[1].starts_with("step_")
+        })?;
+        Some(StepCgroup {
+            job_id: parts[job]["job_".len()..].to_owned(),
+            step: parts[..job + 2].join("/"),
+            own: own.clone(),
+            unified,
+        })
+    }
+
+    /// Where a container this process makes goes, below the step: on v1
+    /// beside the tasks in the step's cgroup; on v2 a leaf beside the
+    /// task's (a v2 cgroup holding processes can have no controlled
+    /// children).
+    pub fn container_cgroup(&self, id: &str) -> String {
+        let parent = if self.unified {
+            self.own
+                .rsplit_once('/')
+                .map(|(parent, _)| parent)
+                .filter(|parent| parent.len() > self.step.len())
+                .unwrap_or(&self.step)
+        } else {
+            &self.step
+        };
+        format!("{parent}/gpurun-{id}")
+    }
 }
 
 /// A Slurm job step's GPU allocation, and the variable it came from.
@@ -78,6 +151,17 @@ pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Allocatio
     }))
 }
 
+/// The allocation of the step whose cgroup this is.
+pub fn from_step_cgroup(step: &StepCgroup) -> Allocation {
+    Allocation {
+        job_id: step.job_id.clone(),
+        source: format!("the device cgroup of step {}", step.step),
+        gpus: Allocated::StepCgroup {
+            cgroup: step.step.clone(),
+        },
+    }
+}
+
 impl Allocation {
     /// The NVML indexes of the allocated GPUs. `may_open` tells whether the
     /// step's device cgroup lets it open a GPU's node; it only matters for
@@ -86,6 +170,9 @@ impl Allocation {
         let mut out = Vec::new();
         match &self.gpus {
             Allocated::Nothing => {}
+            Allocated::StepCgroup { .. } => {
+                out.extend(gpus.iter().filter(|g| may_open(g)).map(|g| g.index));
+            }
             Allocated::Minors { minors } => {
                 for minor in minors {
                     let gpu = gpus.iter().find(|g| g.minor == *minor).ok_or_else(|| {
@@ -270,6 +357,56 @@ mod tests {
         assert_eq!(
             constrain(&DeviceSelection::Void, false, &[], &[], &none).unwrap(),
             DeviceSelection::Void
+        );
+    }
+
+    #[test]
+    fn a_v1_step_is_read_from_the_devices_hierarchy() {
+        let text = "9:name=systemd:/\n5:devices:/slurm_node1/uid_1000/job_42/step_0/task_3\n\
+                    4:memory:/slurm_node1/uid_1000/job_42/step_0/task_3\n1:cpu:/\n0::/\n";
+        let step = StepCgroup::parse(text).unwrap();
+        assert_eq!(step.job_id, "42");
+        assert_eq!(step.step, "/slurm_node1/uid_1000/job_42/step_0");
+        assert!(!step.unified);
+        assert_eq!(
+            step.container_cgroup("c1"),
+            "/slurm_node1/uid_1000/job_42/step_0/gpurun-c1"
+        );
+    }
+
+    #[test]
+    fn a_v2_step_gets_a_leaf_beside_its_task() {
+        let text = "0::/system.slice/slurmstepd.scope/job_7/step_batch/user/task_0\n";
+        let step = StepCgroup::parse(text).unwrap();
+        assert_eq!(step.job_id, "7");
+        assert_eq!(step.step, "/system.slice/slurmstepd.scope/job_7/step_batch");
+        assert!(step.unified);
+        assert_eq!(
+            step.container_cgroup("c1"),
+            "/system.slice/slurmstepd.scope/job_7/step_batch/user/gpurun-c1"
+        );
+    }
+
+    #[test]
+    fn outside_a_step_there_is_none() {
+        assert_eq!(
+            StepCgroup::parse("0::/user.slice/user-1000.slice/session-3.scope\n"),
+            None
+        );
+        assert_eq!(StepCgroup::parse("5:devices:/gpurun/job_1\n0::/\n"), None);
+        assert_eq!(StepCgroup::parse("5:devices:/job_x/step_0\n"), None);
+        assert_eq!(StepCgroup::parse(""), None);
+    }
+
+    #[test]
+    fn a_step_cgroup_allocates_what_it_lets_open() {
+        let step = StepCgroup::parse("5:devices:/slurm/uid_0/job_3/step_0/task_0\n").unwrap();
+        let alloc = from_step_cgroup(&step);
+        let gpus = inventory(&[0, 1, 2]);
+        assert_eq!(alloc.gpu_indexes(&gpus, |g| g.minor == 1).unwrap(), vec![1]);
+        assert_eq!(
+            alloc.gpu_indexes(&gpus, |_| false).unwrap(),
+            Vec::<u32>::new()
         );
     }
 }

@@ -57,7 +57,7 @@ fn main() {
         cli::Command::Doctor { .. } | cli::Command::Import { .. } | cli::Command::LxcHook(_) => {
             Ok(PathBuf::new())
         }
-        _ => state_dir::resolve(settings.root.as_deref()),
+        _ => state_dir::resolve(settings.root.as_deref(), cli.command.makes_containers()),
     };
     let result = state.and_then(|root| {
         let ctx = Ctx { settings, root };

@@ -251,6 +251,15 @@ impl Command {
         }
     }
 
+    /// Whether the command makes containers, and so may make a state root
+    /// that does not exist yet.
+    pub fn makes_containers(&self) -> bool {
+        matches!(
+            self,
+            Command::Create(_) | Command::Run(_) | Command::Restore(_)
+        )
+    }
+
     /// The commands whose processes enter a container, and so must run
     /// from a binary the container cannot write (`seal`).
     pub const ENTERING_CONTAINERS: [&'static str; 3] = ["create", "run", "exec"];

@@ -8,6 +8,7 @@ pub enum Engine {
     Docker,
     Podman,
     Lxc,
+    Slurm,
 }
 
 #[derive(clap::Args, Debug)]

@@ -45,8 +45,7 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
         let _ = container.kill(Signal::try_from("KILL").expect("valid"), false);
         containers::wait_gone(&container);
     }
-    container
-        .delete(args.force)
+    containers::delete(&mut container, args.force)
         .with_context(|| format!("delete container {id:?}"))?;
     let _ = fs::remove_dir_all(&creating);
     Ok(())

@@ -136,7 +136,7 @@ pub fn doctor(ctx: &Ctx, need_gpu: bool) -> Result<i32> {
 
 /// State directory.
 fn check_state_dir(r: &mut Report, ctx: &Ctx) {
-    match state_dir::resolve(ctx.settings.root.as_deref()) {
+    match state_dir::resolve(ctx.settings.root.as_deref(), true) {
         Ok(dir) if nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok() => r.line(
             Level::Ok,
             false,

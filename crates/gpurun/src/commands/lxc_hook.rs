@@ -72,7 +72,7 @@ fn device_rules_file(ctx: &Ctx) -> Result<PathBuf> {
     let name = std::env::var("LXC_NAME").unwrap_or_default();
     let config = std::env::var("LXC_CONFIG_FILE").unwrap_or_default();
     let key = gpurun_gpu::mount_points::content_name(&[name.as_bytes(), config.as_bytes()]);
-    Ok(state_dir::resolve(ctx.settings.root.as_deref())?
+    Ok(state_dir::resolve(ctx.settings.root.as_deref(), true)?
         .join(LXC_DEVICES_DIR)
         .join(format!("{}.devices", &key[..32])))
 }
@@ -169,7 +169,7 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
     // An unprivileged container's root cannot trust (or write) the host
     // root's driver cache; its inventory is made afresh.
     let cache = if privileged {
-        Some(state_dir::resolve(ctx.settings.root.as_deref())?.join(flow::CACHE_DIR))
+        Some(state_dir::resolve(ctx.settings.root.as_deref(), true)?.join(flow::CACHE_DIR))
     } else {
         None
     };

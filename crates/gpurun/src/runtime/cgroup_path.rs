@@ -290,6 +290,50 @@ fn user_manager_reachable(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> b
     var("XDG_RUNTIME_DIR").is_some_and(|dir| Path::new(&dir).join("bus").exists())
 }
 
+/// See `containers::delete`: for a v1 path `/slurm*/uid_N/job_N/step_N/
+/// gpurun-ID`, removes its parents, deepest first, in every v1 hierarchy
+/// where they are empty. Stops at the first that stays and never goes
+/// above Slurm's own root directory.
+pub fn remove_empty_slurm_parents(path: &Path) {
+    let Some(step) = path.parent() else { return };
+    let slurm_named = |name: &str| {
+        name.starts_with("slurm")
+            || ["uid_", "job_", "step_"]
+                .iter()
+                .any(|p| name.starts_with(p))
+    };
+    let components: Vec<&str> = step
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(part) => part.to_str(),
+            _ => None,
+        })
+        .collect();
+    let is_step_path = components.len() >= 2
+        && components.iter().all(|c| slurm_named(c))
+        && components.iter().any(|c| c.starts_with("job_"));
+    if !is_step_path {
+        return;
+    }
+    let Ok(hierarchies) = fs::read_dir(CGROUP_ROOT) else {
+        return;
+    };
+    for hierarchy in hierarchies.flatten() {
+        // Real mount points only: cpu and cpuacct link to cpu,cpuacct.
+        if !hierarchy.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let mut dir = hierarchy.path();
+        dir.extend(&components);
+        for _ in 0..components.len() {
+            if fs::remove_dir(&dir).is_err() {
+                break;
+            }
+            dir.pop();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

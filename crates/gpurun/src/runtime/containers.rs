@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use libcontainer::container::Container;
+use libcontainer::error::LibcontainerError;
 
 /// The suffix of the directory a create works in. `@` is not valid in an id,
 /// so it never collides with a container's own state directory.
@@ -199,4 +200,19 @@ pub fn cgroup_manager(container: &Container) -> Result<libcgroups::common::AnyCg
             container_name: container.id().to_owned(),
         },
     )?)
+}
+
+/// Deletes a container, then, for a container gpurun placed below a Slurm
+/// step on cgroup v1, the step's directories its creation made in the
+/// hierarchies Slurm does not use (cpu, pids, ...): one path serves every
+/// v1 hierarchy, so they were made there for it. They are removed only
+/// while empty: Slurm's own (holding the step's tasks) and those of
+/// another container in the step refuse rmdir and stay.
+pub fn delete(container: &mut Container, force: bool) -> Result<(), LibcontainerError> {
+    let cgroup = container.spec().ok().map(|config| config.cgroup_path);
+    container.delete(force)?;
+    if let Some(path) = cgroup {
+        crate::runtime::cgroup_path::remove_empty_slurm_parents(&path);
+    }
+    Ok(())
 }

@@ -104,6 +104,16 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
         Ok(container) => container,
         Err(e) => {
             run_poststop_hooks_after_failed_create(args.id, &prepared);
+            // libcontainer removed the container's cgroup; a Slurm step's
+            // parents made for it go too (see containers::delete).
+            if let Some(path) = prepared
+                .spec
+                .linux()
+                .as_ref()
+                .and_then(|l| l.cgroups_path().as_ref())
+            {
+                crate::runtime::cgroup_path::remove_empty_slurm_parents(path);
+            }
             return Err(e).with_context(|| format!("create container {:?}", args.id));
         }
     };
@@ -113,7 +123,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     let saved = container.root.join("config.json");
     if let Err(e) = std::fs::rename(prepared.dir.join("config.json"), &saved) {
         let mut container = container;
-        let _ = container.delete(true);
+        let _ = crate::runtime::containers::delete(&mut container, true);
         return Err(e).with_context(|| format!("save the config of container {:?}", args.id));
     }
     if prepared.no_process {
@@ -170,7 +180,7 @@ pub fn run_foreground(
         Some(console) => match console.relay() {
             Ok(relay) => Some(relay),
             Err(e) => {
-                let _ = container.delete(true);
+                let _ = crate::runtime::containers::delete(&mut container, true);
                 return Err(e);
             }
         },
@@ -184,8 +194,7 @@ pub fn run_foreground(
     let init = container.pid().context("the container has no init pid")?;
     let code = crate::runtime::foreground::wait_for_init(init);
     if !keep {
-        container
-            .delete(true)
+        crate::runtime::containers::delete(&mut container, true)
             .with_context(|| format!("delete container {id:?}"))?;
     }
     if let Some(relay) = relay {
@@ -202,7 +211,7 @@ pub fn start_or_delete(ctx: &Ctx, container: &mut Container) -> Result<()> {
             .and_then(|()| Ok(container.start()?));
     if let Err(e) = started {
         let id = container.id().to_owned();
-        let _ = container.delete(true);
+        let _ = crate::runtime::containers::delete(container, true);
         return Err(e).with_context(|| format!("start container {id:?}"));
     }
     Ok(())

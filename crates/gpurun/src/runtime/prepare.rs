@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use gpurun_gpu::apply::{self, Phase};
+use gpurun_gpu::slurm::StepCgroup;
 use gpurun_gpu::{flow, request};
 
 use crate::runtime::context::Settings;
@@ -171,14 +172,23 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     if let Some(root) = spec.root_mut().as_mut() {
         root.set_path(rootfs);
     }
-    apply_cgroup_path(&mut spec, opts)?;
+    // Under `srun --container` slurmstepd starts the runtime in the step's
+    // cgroup with slurmd's environment, not the step's.
+    let slurm_step = if std::env::var_os("SLURM_JOB_ID").is_none() {
+        fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|text| StepCgroup::parse(&text))
+    } else {
+        None
+    };
+    apply_cgroup_path(&mut spec, opts, slurm_step.as_ref())?;
     gpurun_gpu::spec_env::set_env(&mut spec, opts.extra_env);
     let rootfs = spec
         .root()
         .as_ref()
         .map(|r| r.path().clone())
         .unwrap_or_default();
-    apply_gpu(&mut spec, opts, &rootfs, &prepared.dir)?;
+    apply_gpu(&mut spec, opts, &rootfs, &prepared.dir, slurm_step.as_ref())?;
     apply_rootless(&mut spec)?;
     check_devices_can_be_opened(&spec)?;
 
@@ -193,10 +203,27 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
 /// The GPU flow: request → inventory → plan → apply, as spec edits that
 /// libcontainer carries out in the container's init. Runs before anything
 /// is cloned, so a bad request fails with nothing to clean up.
-fn apply_gpu(spec: &mut Spec, opts: &CreateOptions, rootfs: &Path, work_dir: &Path) -> Result<()> {
+fn apply_gpu(
+    spec: &mut Spec,
+    opts: &CreateOptions,
+    rootfs: &Path,
+    work_dir: &Path,
+    slurm_step: Option<&StepCgroup>,
+) -> Result<()> {
     logging::start_steps();
     let req = request::from_spec(spec)?;
-    let job = flow::SlurmJob::from_env(opts.slurm_gpus_by_default)?;
+    // Inside a step started for `srun --container`, the step's device
+    // cgroup says which GPUs it holds; only a bundle that says `void`
+    // itself opts out.
+    let says_void = request::environment(spec)
+        .get("NVIDIA_VISIBLE_DEVICES")
+        .is_some_and(|v| matches!(v.trim(), "" | "void"));
+    let job = match flow::SlurmJob::from_env(opts.slurm_gpus_by_default)? {
+        Some(job) => Some(job),
+        None => slurm_step
+            .filter(|_| !says_void)
+            .map(flow::SlurmJob::from_step),
+    };
     let (req, planned) = flow::resolve(
         || driver_paths::resolve(opts.settings),
         req,
@@ -349,10 +376,25 @@ fn resolve_mount_destinations(spec: &mut Spec, rootfs: &Path) -> Result<()> {
     Ok(())
 }
 
-fn apply_cgroup_path(spec: &mut Spec, opts: &CreateOptions) -> Result<()> {
+/// Inside a Slurm step (root, cgroupfs), a container with no cgroup of
+/// its own goes below the step's, so the job's limits and device
+/// constraint hold for it; an explicit `cgroupsPath` is the caller's
+/// choice, as under runc.
+fn apply_cgroup_path(
+    spec: &mut Spec,
+    opts: &CreateOptions,
+    slurm_step: Option<&StepCgroup>,
+) -> Result<()> {
     let linux = spec.linux_mut().as_mut().expect("checked above");
+    let given = linux
+        .cgroups_path()
+        .clone()
+        .filter(|p| !p.as_os_str().is_empty());
+    let in_step = slurm_step
+        .filter(|_| !opts.settings.systemd_cgroup && crate::runtime::privilege::is_host_root())
+        .map(|step| PathBuf::from(step.container_cgroup(opts.id)));
     let path = cgroup_path::choose(
-        linux.cgroups_path().as_deref(),
+        given.or(in_step).as_deref(),
         opts.id,
         opts.settings.systemd_cgroup,
     )?;

@@ -1,6 +1,7 @@
-//! `gpurun setup containerd|docker|podman|lxc`: registers gpurun in the
-//! engine's own config file, in the spirit of `nvidia-ctk runtime
-//! configure` (for LXC: gpurun's hooks in the default container config). Every other setting is kept, a second run changes nothing,
+//! `gpurun setup containerd|docker|podman|lxc|slurm`: registers gpurun in
+//! the engine's own config file, in the spirit of `nvidia-ctk runtime
+//! configure` (for LXC: gpurun's hooks in the default container config;
+//! for Slurm: the runtime lines of oci.conf). Every other setting is kept, a second run changes nothing,
 //! and a changed file is backed up first.
 
 use std::fs;
@@ -15,11 +16,13 @@ mod containerd;
 mod docker;
 mod lxc;
 mod podman;
+mod slurm;
 
 use containerd::edit_containerd;
 use docker::{edit_docker, install_hook_link};
 use lxc::{edit_lxc, lxc_hook_command, lxc_v2_device_majors};
 use podman::edit_podman;
+use slurm::{edit_slurm, slurm_command};
 
 fn default_config(engine: Engine) -> PathBuf {
     let root = nix::unistd::geteuid().is_root();
@@ -30,6 +33,7 @@ fn default_config(engine: Engine) -> PathBuf {
         Engine::Podman => user_config_dir().join("containers/containers.conf"),
         Engine::Lxc if root => "/etc/lxc/default.conf".into(),
         Engine::Lxc => user_config_dir().join("lxc/default.conf"),
+        Engine::Slurm => slurm::default_oci_conf(),
     }
 }
 
@@ -94,11 +98,14 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
         Engine::Podman => edit_podman(&old, name, binary_str, args.default),
         Engine::Lxc => lxc_hook_command(binary_str, settings)
             .map(|hook| edit_lxc(&old, &hook, &lxc_v2_device_majors())),
+        Engine::Slurm => slurm_command(binary_str, &slurm_driver_flags(settings)?)
+            .map(|command| edit_slurm(&old, &command)),
     }
     .with_context(|| format!("{}", path.display()))?;
 
     let what = match args.engine {
         Engine::Lxc => "gpurun's LXC hooks".to_owned(),
+        Engine::Slurm => "gpurun as the runtime of srun --container".to_owned(),
         _ => format!("runtime {name:?}"),
     };
     if new == old {
@@ -142,6 +149,53 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
             "containers made from it get gpurun's hooks (for an existing one, run this with --config /var/lib/lxc/NAME/config); \
              then: lxc.environment = NVIDIA_VISIBLE_DEVICES=0 in its config"
         ),
+        Engine::Slurm => {
+            if !args.dry_run {
+                make_slurm_state_parent()?;
+            }
+            println!("slurmd reads it for each step; then: srun --container=BUNDLE --gres=gpu:1 nvidia-smi");
+        }
     }
     Ok(0)
+}
+
+/// The driver locations gpurun's flags, environment or config files give
+/// that are not the defaults, for the runtime line.
+fn slurm_driver_flags(
+    settings: &crate::runtime::context::Settings,
+) -> Result<Vec<(&'static str, PathBuf)>> {
+    let roots = crate::runtime::driver_paths::resolve(settings)?;
+    let defaults = gpurun_gpu::roots::Roots::default();
+    Ok([
+        ("--driver-root", roots.driver_root, defaults.driver_root),
+        ("--dev-root", roots.dev_root, defaults.dev_root),
+        ("--proc-root", roots.proc_root, defaults.proc_root),
+    ]
+    .into_iter()
+    .filter(|(_, path, default)| path != default)
+    .map(|(flag, path, _)| (flag, path))
+    .collect())
+}
+
+/// The sticky, world-writable parent of the per-user state directories
+/// (each user's own is made 0700 by the runtime and must be theirs), and
+/// a tmpfiles.d line that makes it again at boot (/run is a tmpfs).
+fn make_slurm_state_parent() -> Result<()> {
+    let parent = Path::new(slurm::STATE_PARENT);
+    fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+    fs::set_permissions(parent, fs::Permissions::from_mode(0o1777))?;
+    let tmpfiles = Path::new("/etc/tmpfiles.d");
+    if tmpfiles.is_dir() {
+        let line = format!("d {} 1777 root root -\n", slurm::STATE_PARENT);
+        let file = tmpfiles.join("gpurun-slurm.conf");
+        if fs::read_to_string(&file).ok().as_deref() != Some(&line) {
+            fs::write(&file, line).with_context(|| format!("write {}", file.display()))?;
+        }
+    }
+    println!(
+        "state: {}/USER, each made 0700 for its user ({} is sticky and world-writable, kept at boot by /etc/tmpfiles.d/gpurun-slurm.conf)",
+        slurm::STATE_PARENT,
+        slurm::STATE_PARENT
+    );
+    Ok(())
 }

@@ -14,9 +14,24 @@ impl Controller for Devices {
     fn apply(controller_opt: &ControllerOpt, cgroup_root: &Path) -> Result<(), Self::Error> {
         tracing::debug!("Apply Devices cgroup config");
 
-        let spec_rules = controller_opt.resources.devices().clone().unwrap_or_default();
+        let spec_rules = controller_opt
+            .resources
+            .devices()
+            .clone()
+            .unwrap_or_default();
         for d in common::ordered_device_rules(&spec_rules) {
-            Self::apply_device(&d, cgroup_root)?;
+            match Self::apply_device(&d, cgroup_root) {
+                // gpurun patch: a parent that refuses some of these devices
+                // (a Slurm step with ConstrainDevices denies the GPUs it
+                // did not allocate) refuses an allow rule that covers them,
+                // such as the default "c *:* m", with EPERM. The cgroup can
+                // never have more than its parent, so such a rule is
+                // skipped rather than failing the container.
+                Err(err) if d.allow() && err.inner().raw_os_error() == Some(nix::libc::EPERM) => {
+                    tracing::debug!("device rule {d} refused by the parent cgroup: skipped");
+                }
+                result => result?,
+            }
         }
 
         Ok(())

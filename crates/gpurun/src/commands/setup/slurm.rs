@@ -1,0 +1,122 @@
+//! Slurm's `oci.conf`: gpurun as the runtime of `srun --container`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+/// The comment that opens gpurun's lines in an oci.conf.
+const SLURM_MARK: &str =
+    "# gpurun runs srun --container steps (gpurun setup slurm): the RunTimeRun form";
+
+/// Where container state goes: one directory per user (`%u`), which the
+/// runtime makes 0700 and must own, under a sticky directory setup makes.
+pub const STATE_PARENT: &str = "/run/gpurun-slurm";
+
+/// The oci.conf beside the site's slurm.conf (`$SLURM_CONF`, else
+/// /etc/slurm/slurm.conf), where slurmd looks for it.
+pub fn default_oci_conf() -> PathBuf {
+    let slurm_conf = std::env::var_os("SLURM_CONF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"));
+    slurm_conf
+        .parent()
+        .unwrap_or(Path::new("/etc/slurm"))
+        .join("oci.conf")
+}
+
+/// gpurun's RunTime* lines in an oci.conf, replacing any there were (the
+/// create/start form among them: in Slurm 22.05 the container's init
+/// inherits the pipe slurmstepd reads RunTimeCreate's output from, so the
+/// step hangs; RunTimeRun does not). Other keys stay as they are.
+pub fn edit_slurm(text: &str, command: &str) -> String {
+    let id = "%n.%u.%j.%s.%t";
+    let ours = [
+        SLURM_MARK.to_owned(),
+        format!("RunTimeQuery=\"{command} state {id}\""),
+        format!("RunTimeKill=\"{command} kill -a {id}\""),
+        format!("RunTimeDelete=\"{command} delete --force {id}\""),
+        format!("RunTimeRun=\"{command} run {id} -b %b\""),
+    ];
+    let is_ours = |line: &str| {
+        let trimmed = line.trim();
+        let key = trimmed.split('=').next().unwrap_or("").trim();
+        trimmed == SLURM_MARK || key.to_ascii_lowercase().starts_with("runtime")
+    };
+    let mut kept: Vec<&str> = text.lines().filter(|l| !is_ours(l)).collect();
+    while kept.last().is_some_and(|l| l.trim().is_empty()) {
+        kept.pop();
+    }
+    let mut out = String::new();
+    for line in kept {
+        out.push_str(line);
+        out.push('\n');
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    for line in ours {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The runtime's command line: the binary, the driver locations gpurun's
+/// own flags, environment or config give (slurmstepd starts the runtime
+/// with slurmd's environment, whose HOME may be root's), and a state
+/// directory per user. slurmstepd splits it on spaces, so only plain
+/// paths are taken.
+pub fn slurm_command(binary: &str, driver_flags: &[(&str, PathBuf)]) -> Result<String> {
+    let mut command = binary.to_owned();
+    for (flag, path) in driver_flags {
+        command.push_str(&format!(" {flag} {}", path.display()));
+    }
+    command.push_str(&format!(" --root={STATE_PARENT}/%u"));
+    if !command
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b" /-_.+@:,=%".contains(&b))
+    {
+        bail!("{command}: slurmstepd splits the command on spaces; use paths without spaces, quotes or shell characters");
+    }
+    Ok(command)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_lines_are_replaced_and_the_rest_kept() {
+        let old = "IgnoreFileConfigJson=true\nRunTimeCreate=\"runc create %n.%u.%j.%s.%t -b %b\"\nRunTimeStart=\"runc start %n.%u.%j.%s.%t\"\nRunTimeKill=\"runc kill -a %n.%u.%j.%s.%t\"\n";
+        let new = edit_slurm(old, "/usr/bin/gpurun --root=/run/gpurun-slurm/%u");
+        assert!(
+            new.starts_with("IgnoreFileConfigJson=true\n\n# gpurun"),
+            "{new}"
+        );
+        assert!(!new.contains("runc"), "{new}");
+        assert!(
+            !new.contains("RunTimeCreate") && !new.contains("RunTimeStart"),
+            "{new}"
+        );
+        assert!(new.contains("RunTimeRun=\"/usr/bin/gpurun --root=/run/gpurun-slurm/%u run %n.%u.%j.%s.%t -b %b\"\n"), "{new}");
+        // A second run changes nothing.
+        assert_eq!(
+            edit_slurm(&new, "/usr/bin/gpurun --root=/run/gpurun-slurm/%u"),
+            new
+        );
+    }
+
+    #[test]
+    fn the_command_carries_driver_locations_and_a_per_user_root() {
+        let command = slurm_command(
+            "/opt/gpurun",
+            &[("--driver-root", PathBuf::from("/usr/local/nvidia"))],
+        )
+        .unwrap();
+        assert_eq!(
+            command,
+            "/opt/gpurun --driver-root /usr/local/nvidia --root=/run/gpurun-slurm/%u"
+        );
+        assert!(slurm_command("/opt/my gpurun", &[]).is_err());
+    }
+}
