@@ -33,23 +33,7 @@ pub fn edit_lxc(text: &str, command: &str, v2_majors: &[u32]) -> String {
                 && (value.ends_with(" lxc-hook") || value.ends_with("/hooks/nvidia")))
             || ours.iter().any(|o| o == trimmed)
     };
-    let mut kept: Vec<&str> = text.lines().filter(|l| !is_old(l)).collect();
-    while kept.last().is_some_and(|l| l.trim().is_empty()) {
-        kept.pop();
-    }
-    let mut out = String::new();
-    for line in kept {
-        out.push_str(line);
-        out.push('\n');
-    }
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    for line in ours {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
+    super::replace_lines(text, is_old, &ours)
 }
 
 /// The hook's command line: the binary and the driver-location flags

@@ -45,6 +45,28 @@ fn user_config_dir() -> PathBuf {
         .unwrap_or_else(|| ".config".into())
 }
 
+/// A line-based config with the lines `is_old` picks taken out and `ours`
+/// appended after one blank line, so that a second run changes nothing.
+fn replace_lines(text: &str, is_old: impl Fn(&str) -> bool, ours: &[String]) -> String {
+    let mut kept: Vec<&str> = text.lines().filter(|l| !is_old(l)).collect();
+    while kept.last().is_some_and(|l| l.trim().is_empty()) {
+        kept.pop();
+    }
+    let mut out = String::new();
+    for line in kept {
+        out.push_str(line);
+        out.push('\n');
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    for line in ours {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 /// Writes `text` to `path` through a temporary file and a rename, with the
 /// old file's permissions, after copying the old file to a backup.
 fn replace_file(path: &Path, text: &str, existed: bool) -> Result<Option<PathBuf>> {

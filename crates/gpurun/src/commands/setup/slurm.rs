@@ -42,23 +42,7 @@ pub fn edit_slurm(text: &str, command: &str) -> String {
         let key = trimmed.split('=').next().unwrap_or("").trim();
         trimmed == SLURM_MARK || key.to_ascii_lowercase().starts_with("runtime")
     };
-    let mut kept: Vec<&str> = text.lines().filter(|l| !is_ours(l)).collect();
-    while kept.last().is_some_and(|l| l.trim().is_empty()) {
-        kept.pop();
-    }
-    let mut out = String::new();
-    for line in kept {
-        out.push_str(line);
-        out.push('\n');
-    }
-    if !out.is_empty() {
-        out.push('\n');
-    }
-    for line in ours {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
+    super::replace_lines(text, is_ours, &ours)
 }
 
 /// The runtime's command line: the binary, the driver locations gpurun's
@@ -67,17 +51,23 @@ pub fn edit_slurm(text: &str, command: &str) -> String {
 /// directory per user. slurmstepd splits it on spaces, so only plain
 /// paths are taken.
 pub fn slurm_command(binary: &str, driver_flags: &[(&str, PathBuf)]) -> Result<String> {
+    let plain = |word: &str| {
+        !word.is_empty()
+            && word
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/-_.+@:,".contains(&b))
+    };
     let mut command = binary.to_owned();
+    let mut words = vec![binary.to_owned()];
     for (flag, path) in driver_flags {
-        command.push_str(&format!(" {flag} {}", path.display()));
+        let path = path.display().to_string();
+        command.push_str(&format!(" {flag} {path}"));
+        words.push(path);
+    }
+    if let Some(bad) = words.iter().find(|w| !plain(w)) {
+        bail!("{bad}: slurmstepd splits the runtime's command on spaces; use paths without spaces, quotes or shell characters");
     }
     command.push_str(&format!(" --root={STATE_PARENT}/%u"));
-    if !command
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b" /-_.+@:,=%".contains(&b))
-    {
-        bail!("{command}: slurmstepd splits the command on spaces; use paths without spaces, quotes or shell characters");
-    }
     Ok(command)
 }
 
