@@ -121,6 +121,22 @@ if [ -x "$cri" ]; then
   check_contains "CRI: the GPU was injected (nvidia-smi exits 9)" "smi=9" "$out"
   check_contains "CRI: the pod was removed" "pod removed" "$out"
   check "CRI: nothing left in gpurun's state dir" "" "$(state_new /run/containerd/runc/k8s.io "$cri_state_before")"
+
+  # A shared node: only the device plugin's allocation counts. gpurun reads
+  # its config at each create, so containerd needs no restart.
+  mt=$("$gpurun" setup containerd --config "$work/config.toml" --binary "$gpurun" \
+    --multi-tenant --gpurun-config "$work/gpurun.toml")
+  check_contains "setup containerd --multi-tenant writes gpurun's config" "wrote the multi-tenant settings" "$mt"
+  probe='for n in /dev/nvidia[0-9]*; do [ -c "$n" ] && echo "node=$n"; done; nvidia-smi >/dev/null 2>&1; echo smi=$?'
+  out=$(CRI_CLIENT_DEVICE_MOUNTS=1 RUST_BACKTRACE=0 "$cri" "$sock" gpurun "$glibc" "$work/pod-logs-mt1" \
+    "$probe" NVIDIA_VISIBLE_DEVICES=all 2>&1)
+  check "CRI, multi-tenant: env 'all' with GPU 1 allocated by volume mount gets GPU 1 only" \
+    "node=/dev/nvidia1 smi=9" "$(printf '%s\n' "$out" | grep -E '^(node|smi)=' | tr '\n' ' ' | sed 's/ $//')"
+  out=$(RUST_BACKTRACE=0 "$cri" "$sock" gpurun "$glibc" "$work/pod-logs-mt2" \
+    "$probe" NVIDIA_VISIBLE_DEVICES=all 2>&1)
+  check "CRI, multi-tenant: env 'all' with nothing allocated gets no GPU" \
+    "smi=127" "$(printf '%s\n' "$out" | grep -E '^(node|smi)=' | tr '\n' ' ' | sed 's/ $//')"
+  check "CRI, multi-tenant: nothing left in gpurun's state dir" "" "$(state_new /run/containerd/runc/k8s.io "$cri_state_before")"
 else
   check "CRI client built (cargo build -p cri-client)" built missing
 fi

@@ -658,3 +658,154 @@ fn read_only_commands_change_nothing_in_the_hosts_dev() {
     }
     assert_eq!(listing(), before);
 }
+
+/// Runs `args` in a glibc container under the gpurun config `config`
+/// (GPURUN_CONFIG), logging to a JSON log as containerd's shim has it;
+/// returns the output and the log.
+fn run_with_config(
+    who: &As,
+    config: &str,
+    env: &[&str],
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> (Ran, String) {
+    let user = match who {
+        As::Root => None,
+        As::User(u) => Some(u),
+    };
+    let bundle = Bundle::glibc(user);
+    bundle.set_process(&["sh", "-c", NODES], env);
+    bundle.edit(edit);
+    let config_file = bundle.dir.join("gpurun.toml");
+    let log = bundle.dir.join("log.json");
+    fs::write(&config_file, config).unwrap();
+    let rt = Runtime::as_who(who.clone());
+    let (dir, log_arg) = (bundle.dir.to_string_lossy(), log.to_string_lossy());
+    let mut cmd = rt.command(GpuFixtures::get().args(&[
+        "--log",
+        &log_arg,
+        "--log-format",
+        "json",
+        "run",
+        "--bundle",
+        &dir,
+        &unique("tenant"),
+    ]));
+    cmd.env("GPURUN_CONFIG", &config_file);
+    let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    (out, fs::read_to_string(&log).unwrap_or_default())
+}
+
+const STRICT: &str = "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n\
+                      accept-nvidia-visible-devices-as-volume-mounts = true\n";
+
+/// The device plugin's volume-mounts strategy: /dev/null bound at
+/// /var/run/nvidia-container-devices/<device>.
+fn allocate(device: &str) -> impl FnOnce(&mut serde_json::Value) + '_ {
+    move |c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": format!("/var/run/nvidia-container-devices/{device}"),
+            "type": "bind",
+            "source": "/dev/null",
+            "options": ["bind", "ro"]
+        }))
+    }
+}
+
+fn warnings(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["level"] == "warning")
+        .map(|v| v["msg"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn on_a_shared_node_only_the_schedulers_allocation_counts() {
+    require_root!();
+    for who in both() {
+        // An unprivileged tenant's own `all` gets nothing, with one warning.
+        let (out, log) = run_with_config(&who, STRICT, &["NVIDIA_VISIBLE_DEVICES=all"], |_| {});
+        assert_eq!(lines(&out), ["smi=127"], "{who:?}: {}", out.stderr);
+        let warned = warnings(&log);
+        assert_eq!(warned.len(), 1, "{log}");
+        assert!(
+            warned[0].contains("NVIDIA_VISIBLE_DEVICES=all") && warned[0].contains("unprivileged"),
+            "{warned:?}"
+        );
+        // The allocation by volume mount is what it gets, env or not.
+        let (out, log) =
+            run_with_config(&who, STRICT, &["NVIDIA_VISIBLE_DEVICES=all"], allocate("1"));
+        assert_eq!(
+            lines(&out),
+            ["/dev/nvidiactl", "/dev/nvidia1", "/dev/nvidia-uvm", "smi=9"],
+            "{who:?}: {}",
+            out.stderr
+        );
+        assert_eq!(warnings(&log).len(), 1, "{log}");
+        // The CDI annotation wins over both.
+        let (out, _) = run_with_config(&who, STRICT, &["NVIDIA_VISIBLE_DEVICES=all"], |c| {
+            allocate("1")(c);
+            c["annotations"] = json!({"cdi.k8s.io/gpurun": "nvidia.com/gpu=0"});
+        });
+        assert_eq!(
+            lines(&out),
+            ["/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm", "smi=9"],
+            "{who:?}: {}",
+            out.stderr
+        );
+        // A privileged container's env is honoured.
+        let (out, _) = run_with_config(&who, STRICT, &["NVIDIA_VISIBLE_DEVICES=all"], |c| {
+            c["process"]["capabilities"]["bounding"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!("CAP_SYS_ADMIN"));
+        });
+        assert_eq!(
+            lines(&out),
+            [
+                "/dev/nvidiactl",
+                "/dev/nvidia0",
+                "/dev/nvidia1",
+                "/dev/nvidia-uvm",
+                "smi=9"
+            ],
+            "{who:?}: {}",
+            out.stderr
+        );
+        // The toolkit's defaults: the env counts, volume mounts do not.
+        let (out, log) = run_with_config(&who, "", &["NVIDIA_VISIBLE_DEVICES=0"], allocate("1"));
+        assert_eq!(
+            lines(&out),
+            ["/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm", "smi=9"],
+            "{who:?}: {}",
+            out.stderr
+        );
+        assert!(
+            warnings(&log)
+                .iter()
+                .any(|w| w.contains("as-volume-mounts is false")),
+            "{log}"
+        );
+    }
+}
+
+#[test]
+fn mig_config_and_monitor_are_refused_to_an_unprivileged_container() {
+    require_root!();
+    for who in both() {
+        for var in [
+            "NVIDIA_MIG_CONFIG_DEVICES=all",
+            "NVIDIA_MIG_MONITOR_DEVICES=all",
+        ] {
+            let (out, _) = run_with_config(&who, "", &["NVIDIA_VISIBLE_DEVICES=0", var], |_| {});
+            assert_eq!(out.code, 1, "{who:?} {var}: {}", out.stdout);
+            assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+            assert!(
+                out.stderr.contains("refused in an unprivileged container"),
+                "{var}: {}",
+                out.stderr
+            );
+        }
+    }
+}

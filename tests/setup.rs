@@ -102,6 +102,70 @@ fn setup_writes_a_backup_changes_nothing_twice_and_dry_run_writes_nothing() {
 }
 
 #[test]
+fn setup_containerd_multi_tenant_writes_gpuruns_strict_settings() {
+    let scratch = Scratch::new("setup-mt");
+    let bin = gpurun_bin();
+    let containerd = scratch.path().join("config.toml");
+    let mine = scratch.path().join("gpurun.toml");
+    fs::write(&mine, "driver-root = \"/usr/local/nvidia\"\n").unwrap();
+    let args = [
+        "containerd",
+        "--config",
+        containerd.to_str().unwrap(),
+        "--binary",
+        bin.to_str().unwrap(),
+        "--multi-tenant",
+        "--gpurun-config",
+        mine.to_str().unwrap(),
+    ];
+    let out = setup(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let written = fs::read_to_string(&mine).unwrap();
+    assert!(
+        written.contains("driver-root = \"/usr/local/nvidia\""),
+        "{written}"
+    );
+    assert!(
+        written.contains("accept-nvidia-visible-devices-envvar-when-unprivileged = false")
+            && written.contains("accept-nvidia-visible-devices-as-volume-mounts = true"),
+        "{written}"
+    );
+    let again = setup(&args);
+    assert!(
+        again
+            .stdout
+            .contains("already has the multi-tenant settings"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(fs::read_to_string(&mine).unwrap(), written);
+    // gpurun reads what it wrote.
+    let plan = run_cmd(
+        Command::new(&bin)
+            .args(["gpu", "info"])
+            .env("GPURUN_CONFIG", &mine),
+        TIMEOUT,
+    );
+    assert!(
+        !plan.stderr.contains("not a valid gpurun config"),
+        "{}",
+        plan.stderr
+    );
+    let out = setup(&[
+        "docker",
+        "--config",
+        "/nonexistent/daemon.json",
+        "--multi-tenant",
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("--multi-tenant is for containerd"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
 fn the_hook_link_under_runc_fails_the_create_and_leaves_nothing() {
     require_root!();
     let scratch = Scratch::new("hooklink");

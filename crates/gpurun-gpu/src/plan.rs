@@ -530,12 +530,9 @@ mod tests {
         }
     }
 
+    /// As the host's administrator writes it (MIG config included).
     fn request(env: &[&str]) -> Request {
-        let mut spec = oci_spec::runtime::Spec::default();
-        let mut process = spec.process().clone().unwrap();
-        process.set_env(Some(env.iter().map(|s| s.to_string()).collect()));
-        spec.set_process(Some(process));
-        crate::request::from_spec(&spec).unwrap()
+        crate::request::from_env(env).unwrap()
     }
 
     fn paths(plan: &Plan) -> Vec<&str> {

@@ -2,6 +2,7 @@
 //! NVIDIA Container Toolkit's semantics.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use anyhow::Result;
 use oci_spec::runtime::Spec;
@@ -28,8 +29,57 @@ pub struct Request {
     pub mig_monitor: Option<DeviceSelection>,
     /// Indexes into `hooks.prestart` of Docker's toolkit hook.
     pub docker_hooks: Vec<usize>,
-    /// Where the device request came from: env, volume-mounts, annotations.
+    /// Where the device request came from: env, volume-mounts or
+    /// annotations (one of them: the first that asks wins).
     pub sources: Vec<String>,
+    /// `CAP_SYS_ADMIN` in the bounding set, as the toolkit judges it.
+    pub privileged: bool,
+    /// Requests passed over, and why.
+    pub ignored: Vec<Ignored>,
+}
+
+/// A device request that did not count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ignored {
+    pub source: String,
+    pub value: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Ignored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ignoring {} {:?}: {}",
+            self.source, self.value, self.reason
+        )
+    }
+}
+
+/// Which request sources count, from gpurun's config file with the NVIDIA
+/// Container Toolkit's names and defaults. On a shared node the scheduler's
+/// allocation (annotations, volume mounts) is the authority: set
+/// `accept-nvidia-visible-devices-envvar-when-unprivileged = false` there,
+/// so a tenant's own `NVIDIA_VISIBLE_DEVICES=all` gets nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RequestPolicy {
+    #[serde(rename = "accept-nvidia-visible-devices-envvar-when-unprivileged")]
+    pub accept_envvar_unprivileged: bool,
+    #[serde(rename = "accept-nvidia-visible-devices-as-volume-mounts")]
+    pub accept_volume_mounts: bool,
+    pub annotation_prefixes: Vec<String>,
+}
+
+impl Default for RequestPolicy {
+    fn default() -> Self {
+        RequestPolicy {
+            accept_envvar_unprivileged: true,
+            accept_volume_mounts: false,
+            annotation_prefixes: vec!["cdi.k8s.io/".to_owned()],
+        }
+    }
 }
 
 impl Request {
@@ -53,86 +103,179 @@ pub fn environment(spec: &Spec) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-fn merge(into: DeviceSelection, more: DeviceSelection) -> DeviceSelection {
-    use DeviceSelection::*;
-    match (into, more) {
-        (All, _) | (_, All) => All,
-        (List(mut a), List(b)) => {
-            for d in b {
-                if !a.contains(&d) {
-                    a.push(d);
-                }
-            }
-            List(a)
-        }
-        (List(a), _) | (_, List(a)) => List(a),
-        (None, _) | (_, None) => None,
-        (Void, Void) => Void,
-    }
+/// The toolkit's test for `--privileged`: `CAP_SYS_ADMIN` in the bounding
+/// set (an unprivileged user may still be given the privileged NVIDIA
+/// capabilities this way).
+pub fn is_privileged(spec: &Spec) -> bool {
+    spec.process()
+        .as_ref()
+        .and_then(|p| p.capabilities().as_ref())
+        .and_then(|c| c.bounding().as_ref())
+        .is_some_and(|b| b.contains(&oci_spec::runtime::Capability::SysAdmin))
 }
 
-/// The request of a container whose environment is `env` (`KEY=VALUE`).
+/// The request of a container whose environment is `env` (`KEY=VALUE`),
+/// as the host's administrator wrote it (the LXC hook, doctor): the env
+/// counts as from a privileged container.
 pub fn from_env(env: &[&str]) -> Result<Request> {
     let mut spec = Spec::default();
     if let Some(process) = spec.process_mut() {
         process.set_env(Some(env.iter().map(|e| e.to_string()).collect()));
     }
-    from_spec(&spec)
+    read(&spec, true, || Ok(RequestPolicy::default()))
 }
 
-pub fn from_spec(spec: &Spec) -> Result<Request> {
+/// The device names in volume mounts of `/dev/null` under
+/// `/var/run/nvidia-container-devices/`, as the device plugin's
+/// `volume-mounts` strategy makes them: `<device>` and
+/// `cdi/<vendor>/<class>/<device>` (as `vendor/class=device`).
+fn volume_devices(spec: &Spec) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for m in spec.mounts().iter().flatten() {
+        if m.source().as_deref() != Some(Path::new("/dev/null")) {
+            continue;
+        }
+        let Ok(rest) = m.destination().strip_prefix(VOLUME_REQUEST_DIR) else {
+            continue;
+        };
+        let rest = rest.to_string_lossy();
+        let name = match rest
+            .strip_prefix("cdi/")
+            .map(|r| r.splitn(3, '/').collect::<Vec<_>>())
+        {
+            Some(parts) if parts.len() == 3 => format!("{}/{}={}", parts[0], parts[1], parts[2]),
+            _ => rest.into_owned(),
+        };
+        if !name.is_empty() && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// The request of `spec`. `policy` is read only when the spec asks for
+/// something, so a plain container reads no config file.
+pub fn from_spec(spec: &Spec, policy: impl FnOnce() -> Result<RequestPolicy>) -> Result<Request> {
+    read(spec, is_privileged(spec), policy)
+}
+
+fn read(
+    spec: &Spec,
+    privileged: bool,
+    policy: impl FnOnce() -> Result<RequestPolicy>,
+) -> Result<Request> {
     let env = environment(spec);
-    let mut sources = Vec::new();
 
     let visible = env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str);
     // Legacy CUDA images: CUDA_VERSION without NVIDIA_REQUIRE_CUDA means all.
     let legacy = visible.is_none()
         && env.contains_key("CUDA_VERSION")
         && !env.contains_key("NVIDIA_REQUIRE_CUDA");
-    let mut devices = if legacy {
+    let env_devices = if legacy {
         DeviceSelection::All
+    } else if visible.is_some_and(|v| Path::new(v.trim()) == Path::new(VOLUME_REQUEST_DIR)) {
+        // The device plugin's volume-mounts strategy points the variable
+        // at the mounts: the list is there, not here.
+        DeviceSelection::Void
     } else {
         devlist::parse(visible)?
     };
-    if devices != DeviceSelection::Void {
-        sources.push("env".to_owned());
-    }
+    let volume = volume_devices(spec);
+    let annotations: Vec<(&String, &String)> = spec.annotations().iter().flatten().collect();
 
-    // Volume mounts under /var/run/nvidia-container-devices/<device>.
-    let volume: Vec<String> = spec
-        .mounts()
-        .iter()
-        .flatten()
-        .filter_map(|m| {
-            m.destination()
-                .strip_prefix(VOLUME_REQUEST_DIR)
-                .ok()
-                .map(|rest| rest.to_string_lossy().into_owned())
-        })
-        .filter(|d| !d.is_empty())
-        .collect();
-    if !volume.is_empty() {
-        devices = merge(devices, devlist::parse(Some(&volume.join(",")))?);
-        sources.push("volume-mounts".to_owned());
-    }
+    let asks =
+        env_devices != DeviceSelection::Void || !volume.is_empty() || !annotations.is_empty();
+    let policy = if asks {
+        policy()?
+    } else {
+        RequestPolicy::default()
+    };
 
-    // CDI names in annotations: cdi.k8s.io/<anything> = "nvidia.com/gpu=0,...".
+    // CDI names in annotations: <prefix><anything> = "nvidia.com/gpu=0,...".
     let mut annotated = Vec::new();
-    for (key, value) in spec.annotations().iter().flatten() {
-        if key.starts_with("cdi.k8s.io/") {
-            annotated.extend(value.split(',').map(|s| s.trim().to_owned()));
+    let mut annotation_keys = Vec::new();
+    for (key, value) in &annotations {
+        if policy
+            .annotation_prefixes
+            .iter()
+            .any(|p| !p.is_empty() && key.starts_with(p.as_str()))
+        {
+            annotated.extend(
+                value
+                    .split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty()),
+            );
+            annotation_keys.push(key.as_str());
         }
     }
-    if !annotated.is_empty() {
+
+    let mut sources = Vec::new();
+    let mut ignored = Vec::new();
+    let mut passed_over = |source: &str, value: String, reason: &str| {
+        ignored.push(Ignored {
+            source: source.to_owned(),
+            value,
+            reason: reason.to_owned(),
+        })
+    };
+    let env_value = || {
+        if legacy {
+            format!("CUDA_VERSION={} (legacy image: all)", env["CUDA_VERSION"])
+        } else {
+            format!("NVIDIA_VISIBLE_DEVICES={}", visible.unwrap_or_default())
+        }
+    };
+    let devices = if !annotated.is_empty() {
         let parsed = devlist::parse(Some(&annotated.join(",")))?;
         if let DeviceSelection::List(list) = &parsed {
             if let Some(bad) = list.iter().find(|d| !matches!(d, DeviceRef::Cdi { .. })) {
-                anyhow::bail!("annotation cdi.k8s.io/*: {bad} is not a CDI device name (vendor.com/class=name)");
+                anyhow::bail!(
+                    "annotation {}: {bad} is not a CDI device name (vendor.com/class=name)",
+                    annotation_keys.join(", ")
+                );
             }
         }
-        devices = merge(devices, parsed);
         sources.push("annotations".to_owned());
-    }
+        if !volume.is_empty() {
+            passed_over(
+                "volume-mounts",
+                volume.join(","),
+                "the CDI annotations name the devices",
+            );
+        }
+        if env_devices != DeviceSelection::Void {
+            passed_over("env", env_value(), "the CDI annotations name the devices");
+        }
+        parsed
+    } else if !volume.is_empty() && policy.accept_volume_mounts {
+        sources.push("volume-mounts".to_owned());
+        if env_devices != DeviceSelection::Void {
+            passed_over("env", env_value(), "the volume mounts name the devices");
+        }
+        devlist::parse(Some(&volume.join(",")))?
+    } else {
+        if !volume.is_empty() {
+            passed_over(
+                "volume-mounts",
+                volume.join(","),
+                "accept-nvidia-visible-devices-as-volume-mounts is false",
+            );
+        }
+        if env_devices == DeviceSelection::Void {
+            DeviceSelection::Void
+        } else if privileged || policy.accept_envvar_unprivileged {
+            sources.push("env".to_owned());
+            env_devices
+        } else {
+            passed_over(
+                "env",
+                env_value(),
+                "unprivileged container (no CAP_SYS_ADMIN) and accept-nvidia-visible-devices-envvar-when-unprivileged is false",
+            );
+            DeviceSelection::Void
+        }
+    };
 
     let docker_hooks: Vec<usize> = spec
         .hooks()
@@ -167,17 +310,30 @@ pub fn from_spec(spec: &Spec) -> Result<Request> {
         }
     }
     let mig = |var: &str| -> Result<Option<DeviceSelection>> {
-        env.get(var).map(|v| devlist::parse(Some(v))).transpose()
+        let Some(value) = env.get(var) else {
+            return Ok(None);
+        };
+        // MIG config and monitor are node-wide: repartitioning a GPU
+        // changes it under every tenant. The toolkit refuses them outside
+        // a privileged container, and so does gpurun.
+        if devices != DeviceSelection::Void && !privileged {
+            anyhow::bail!(
+                "{var}={value}: refused in an unprivileged container (MIG configuration and monitoring are node-wide); run it privileged (CAP_SYS_ADMIN), or unset {var}"
+            );
+        }
+        devlist::parse(Some(value)).map(Some)
     };
     Ok(Request {
+        mig_config: mig("NVIDIA_MIG_CONFIG_DEVICES")?,
+        mig_monitor: mig("NVIDIA_MIG_MONITOR_DEVICES")?,
         devices,
         capabilities,
         requirements,
         require_disabled,
-        mig_config: mig("NVIDIA_MIG_CONFIG_DEVICES")?,
-        mig_monitor: mig("NVIDIA_MIG_MONITOR_DEVICES")?,
         docker_hooks,
         sources,
+        privileged,
+        ignored,
     })
 }
 
@@ -190,6 +346,8 @@ mod tests {
         for (k, v) in json.as_object().unwrap() {
             if k == "env" {
                 base["process"]["env"] = v.clone();
+            } else if k == "bounding" {
+                base["process"]["capabilities"]["bounding"] = v.clone();
             } else {
                 base[k] = v.clone();
             }
@@ -197,55 +355,226 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
+    fn defaults() -> Result<RequestPolicy> {
+        Ok(RequestPolicy::default())
+    }
+
+    fn strict() -> Result<RequestPolicy> {
+        Ok(RequestPolicy {
+            accept_envvar_unprivileged: false,
+            accept_volume_mounts: true,
+            ..RequestPolicy::default()
+        })
+    }
+
+    fn gpu(index: u32) -> DeviceRef {
+        DeviceRef::Index { index }
+    }
+
     #[test]
     fn unset_is_void_and_legacy_cuda_is_all() {
-        let r = from_spec(&spec(serde_json::json!({"env": ["PATH=/bin"]}))).unwrap();
+        let r = from_spec(&spec(serde_json::json!({"env": ["PATH=/bin"]})), defaults).unwrap();
         assert!(!r.wants_gpu());
-        let r = from_spec(&spec(serde_json::json!({"env": ["CUDA_VERSION=11.0"]}))).unwrap();
+        let r = from_spec(
+            &spec(serde_json::json!({"env": ["CUDA_VERSION=11.0"]})),
+            defaults,
+        )
+        .unwrap();
         assert_eq!(r.devices, DeviceSelection::All);
-        let r = from_spec(&spec(
-            serde_json::json!({"env": ["CUDA_VERSION=11.0", "NVIDIA_REQUIRE_CUDA=cuda>=11.0"]}),
-        ))
+        let r = from_spec(
+            &spec(
+                serde_json::json!({"env": ["CUDA_VERSION=11.0", "NVIDIA_REQUIRE_CUDA=cuda>=11.0"]}),
+            ),
+            defaults,
+        )
         .unwrap();
         assert!(!r.wants_gpu());
     }
 
     #[test]
+    fn a_plain_container_reads_no_policy() {
+        let r = from_spec(&spec(serde_json::json!({"env": ["PATH=/bin"]})), || {
+            anyhow::bail!("read")
+        });
+        assert!(r.is_ok());
+        let r = from_spec(
+            &spec(serde_json::json!({"env": ["NVIDIA_VISIBLE_DEVICES=0"]})),
+            || anyhow::bail!("read"),
+        );
+        assert!(r.is_err());
+    }
+
+    #[test]
     fn env_caps_requirements() {
-        let r = from_spec(&spec(serde_json::json!({"env": [
-            "NVIDIA_VISIBLE_DEVICES=0,1",
-            "NVIDIA_DRIVER_CAPABILITIES=utility",
-            "NVIDIA_REQUIRE_CUDA=cuda>=12.0",
-            "NVIDIA_REQUIRE_ARCH=arch>=8.0"
-        ]})))
+        let r = from_spec(
+            &spec(serde_json::json!({"env": [
+                "NVIDIA_VISIBLE_DEVICES=0,1",
+                "NVIDIA_DRIVER_CAPABILITIES=utility",
+                "NVIDIA_REQUIRE_CUDA=cuda>=12.0",
+                "NVIDIA_REQUIRE_ARCH=arch>=8.0"
+            ]})),
+            defaults,
+        )
         .unwrap();
         assert_eq!(r.capabilities, [Capability::Utility].into());
         assert_eq!(r.requirements.len(), 2);
         let r = from_spec(&spec(serde_json::json!({"env": [
             "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_REQUIRE_CUDA=cuda>=99", "NVIDIA_DISABLE_REQUIRE=1"
-        ]})))
+        ]})), defaults)
         .unwrap();
         assert!(r.requirements.is_empty());
     }
 
+    fn tenant(extra: serde_json::Value) -> Spec {
+        let mut json = serde_json::json!({
+            "env": ["NVIDIA_VISIBLE_DEVICES=all"],
+            "mounts": [
+                {"destination": "/var/run/nvidia-container-devices/1", "type": "bind", "source": "/dev/null"},
+                {"destination": "/var/run/nvidia-container-devices/cdi/nvidia.com/gpu/0", "type": "bind", "source": "/dev/null"},
+                {"destination": "/var/run/nvidia-container-devices/3", "type": "bind", "source": "/etc/hostname"}
+            ],
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            json[k] = v.clone();
+        }
+        spec(json)
+    }
+
     #[test]
-    fn volume_mounts_annotations_and_the_docker_hook() {
+    fn annotations_win_then_volume_mounts_then_env() {
+        let annotated =
+            tenant(serde_json::json!({"annotations": {"cdi.k8s.io/gpu": "nvidia.com/gpu=2"}}));
+        let r = from_spec(&annotated, strict).unwrap();
+        assert_eq!(r.sources, ["annotations"]);
+        assert_eq!(
+            r.devices,
+            DeviceSelection::List(vec![DeviceRef::Cdi {
+                kind: "nvidia.com/gpu".into(),
+                name: "2".into()
+            }])
+        );
+        let why: Vec<&str> = r.ignored.iter().map(|i| i.source.as_str()).collect();
+        assert_eq!(why, ["volume-mounts", "env"]);
+
+        // Volume mounts, only of /dev/null, in both forms.
+        let r = from_spec(&tenant(serde_json::json!({})), strict).unwrap();
+        assert_eq!(r.sources, ["volume-mounts"]);
+        assert_eq!(
+            r.devices,
+            DeviceSelection::List(vec![
+                gpu(1),
+                DeviceRef::Cdi {
+                    kind: "nvidia.com/gpu".into(),
+                    name: "0".into()
+                }
+            ])
+        );
+        assert_eq!(r.ignored.len(), 1);
+        assert!(
+            r.ignored[0]
+                .to_string()
+                .contains("NVIDIA_VISIBLE_DEVICES=all"),
+            "{}",
+            r.ignored[0]
+        );
+
+        // Volume mounts not accepted (the default): the env wins, and the
+        // mounts are reported.
+        let r = from_spec(&tenant(serde_json::json!({})), defaults).unwrap();
+        assert_eq!(
+            (r.sources.as_slice(), &r.devices),
+            (&["env".to_owned()][..], &DeviceSelection::All)
+        );
+        assert!(
+            r.ignored[0].reason.contains("as-volume-mounts is false"),
+            "{:?}",
+            r.ignored
+        );
+
+        // Other annotation prefixes count only when configured.
+        let other =
+            tenant(serde_json::json!({"annotations": {"example.com/gpu": "nvidia.com/gpu=2"}}));
+        assert_eq!(
+            from_spec(&other, strict).unwrap().sources,
+            ["volume-mounts"]
+        );
+        let r = from_spec(&other, || {
+            Ok(RequestPolicy {
+                annotation_prefixes: vec!["example.com/".into()],
+                ..strict()?
+            })
+        })
+        .unwrap();
+        assert_eq!(r.sources, ["annotations"]);
+    }
+
+    #[test]
+    fn an_unprivileged_containers_env_counts_only_where_accepted() {
+        let own = spec(serde_json::json!({"env": ["NVIDIA_VISIBLE_DEVICES=all"]}));
+        let r = from_spec(&own, strict).unwrap();
+        assert!(!r.wants_gpu());
+        assert!(
+            r.ignored[0].reason.contains("unprivileged"),
+            "{:?}",
+            r.ignored
+        );
+        assert_eq!(
+            from_spec(&own, defaults).unwrap().devices,
+            DeviceSelection::All
+        );
+        // Legacy CUDA images' implicit `all` too.
+        let legacy = spec(serde_json::json!({"env": ["CUDA_VERSION=12.2"]}));
+        assert!(!from_spec(&legacy, strict).unwrap().wants_gpu());
+        let privileged = spec(serde_json::json!({
+            "env": ["NVIDIA_VISIBLE_DEVICES=all"],
+            "bounding": ["CAP_SYS_ADMIN", "CAP_KILL"]
+        }));
+        let r = from_spec(&privileged, strict).unwrap();
+        assert!(r.privileged && r.devices == DeviceSelection::All && r.ignored.is_empty());
+        // The device plugin's own pointer at the mounts is no request.
+        let pointer = spec(
+            serde_json::json!({"env": ["NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices"]}),
+        );
+        let r = from_spec(&pointer, defaults).unwrap();
+        assert!(!r.wants_gpu() && r.ignored.is_empty());
+    }
+
+    #[test]
+    fn mig_config_and_monitor_need_a_privileged_container() {
+        for var in ["NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES"] {
+            let env = format!("{var}=all");
+            let err = from_spec(
+                &spec(serde_json::json!({"env": ["NVIDIA_VISIBLE_DEVICES=0", env]})),
+                defaults,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains("refused in an unprivileged container") && err.contains(var),
+                "{err}"
+            );
+            let r = from_spec(
+                &spec(serde_json::json!({"env": ["NVIDIA_VISIBLE_DEVICES=0", env], "bounding": ["CAP_SYS_ADMIN"]})),
+                defaults,
+            )
+            .unwrap();
+            assert!(r.mig_config.is_some() || r.mig_monitor.is_some());
+            // Without a GPU request nothing is injected, so nothing to refuse.
+            assert!(from_spec(&spec(serde_json::json!({"env": [env]})), defaults).is_ok());
+        }
+    }
+
+    #[test]
+    fn the_docker_hook_is_found() {
         let r = from_spec(&spec(serde_json::json!({
             "env": ["NVIDIA_VISIBLE_DEVICES=0"],
-            "mounts": [{"destination": "/var/run/nvidia-container-devices/1", "type": "bind", "source": "/dev/null"}],
-            "annotations": {"cdi.k8s.io/gpu": "nvidia.com/gpu=2"},
             "hooks": {"prestart": [
                 {"path": "/usr/bin/true"},
                 {"path": "/usr/bin/nvidia-container-runtime-hook", "args": ["nvidia-container-runtime-hook", "prestart"]}
             ]}
-        })))
+        })), defaults)
         .unwrap();
-        let DeviceSelection::List(list) = &r.devices else {
-            panic!()
-        };
-        assert_eq!(list.len(), 3);
         assert_eq!(r.docker_hooks, vec![1]);
-        assert_eq!(r.sources, ["env", "volume-mounts", "annotations"]);
     }
 
     #[test]
@@ -256,7 +585,7 @@ mod tests {
             "NVIDIA_REQUIRE_CUDA=cuda>>1",
         ] {
             assert!(
-                from_spec(&spec(serde_json::json!({"env": [env]}))).is_err(),
+                from_spec(&spec(serde_json::json!({"env": [env]})), defaults).is_err(),
                 "{env}"
             );
         }

@@ -11,11 +11,22 @@
 //! dev-root = "/"
 //! proc-root = "/proc"
 //! ```
+//!
+//! The same files say which device requests count (`RequestPolicy`), with
+//! the NVIDIA Container Toolkit's keys:
+//!
+//! ```toml
+//! accept-nvidia-visible-devices-envvar-when-unprivileged = false
+//! accept-nvidia-visible-devices-as-volume-mounts = true
+//! annotation-prefixes = ["cdi.k8s.io/"]
+//! ```
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+
+use crate::request::RequestPolicy;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -49,6 +60,70 @@ struct ConfigFile {
     driver_root: Option<PathBuf>,
     dev_root: Option<PathBuf>,
     proc_root: Option<PathBuf>,
+    accept_nvidia_visible_devices_envvar_when_unprivileged: Option<bool>,
+    accept_nvidia_visible_devices_as_volume_mounts: Option<bool>,
+    annotation_prefixes: Option<Vec<String>>,
+}
+
+const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts and annotation-prefixes";
+
+/// The config files merged, a later file's keys over an earlier one's.
+fn read_config(env: &dyn Fn(&str) -> Option<String>) -> Result<ConfigFile> {
+    let mut file = ConfigFile::default();
+    for (path, per_user) in config_files(env) {
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            // The per-user file is found through $HOME, which a daemon
+            // that starts gpurun may have left pointing at another
+            // user's home (slurmd started from a root shell): one that
+            // cannot be read is not this user's, and is passed over.
+            // A file named by GPURUN_CONFIG, or the system one, must
+            // be readable.
+            Err(e) if per_user => {
+                tracing::debug!("skipping {}: {e}", path.display());
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+        };
+        let parsed: ConfigFile = toml::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a valid gpurun config: {}; the keys are {KEYS}",
+                path.display(),
+                e.message()
+            )
+        })?;
+        file = ConfigFile {
+            driver_root: parsed.driver_root.or(file.driver_root),
+            dev_root: parsed.dev_root.or(file.dev_root),
+            proc_root: parsed.proc_root.or(file.proc_root),
+            accept_nvidia_visible_devices_envvar_when_unprivileged: parsed
+                .accept_nvidia_visible_devices_envvar_when_unprivileged
+                .or(file.accept_nvidia_visible_devices_envvar_when_unprivileged),
+            accept_nvidia_visible_devices_as_volume_mounts: parsed
+                .accept_nvidia_visible_devices_as_volume_mounts
+                .or(file.accept_nvidia_visible_devices_as_volume_mounts),
+            annotation_prefixes: parsed.annotation_prefixes.or(file.annotation_prefixes),
+        };
+    }
+    Ok(file)
+}
+
+/// Which device requests count, from the config files.
+pub fn request_policy(env: &dyn Fn(&str) -> Option<String>) -> Result<RequestPolicy> {
+    let file = read_config(env)?;
+    let defaults = RequestPolicy::default();
+    Ok(RequestPolicy {
+        accept_envvar_unprivileged: file
+            .accept_nvidia_visible_devices_envvar_when_unprivileged
+            .unwrap_or(defaults.accept_envvar_unprivileged),
+        accept_volume_mounts: file
+            .accept_nvidia_visible_devices_as_volume_mounts
+            .unwrap_or(defaults.accept_volume_mounts),
+        annotation_prefixes: file
+            .annotation_prefixes
+            .unwrap_or(defaults.annotation_prefixes),
+    })
 }
 
 /// The config files read, lowest precedence first, and whether each is
@@ -70,34 +145,7 @@ fn config_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<(PathBuf, bool)> {
 impl Roots {
     /// Flags, then the environment, then the config files, then defaults.
     pub fn resolve(flags: &RootFlags, env: &dyn Fn(&str) -> Option<String>) -> Result<Roots> {
-        let mut file = ConfigFile::default();
-        for (path, per_user) in config_files(env) {
-            let text = match std::fs::read_to_string(&path) {
-                Ok(text) => text,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                // The per-user file is found through $HOME, which a daemon
-                // that starts gpurun may have left pointing at another
-                // user's home (slurmd started from a root shell): one that
-                // cannot be read is not this user's, and is passed over.
-                // A file named by GPURUN_CONFIG, or the system one, must
-                // be readable.
-                Err(e) if per_user => {
-                    tracing::debug!("skipping {}: {e}", path.display());
-                    continue;
-                }
-                Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
-            };
-            let parsed: ConfigFile = toml::from_str(&text).map_err(|e| {
-                anyhow::anyhow!(
-                    "{} is not a valid gpurun config: {}; the keys are driver-root, dev-root and proc-root",
-                    path.display(),
-                    e.message()
-                )
-            })?;
-            file.driver_root = parsed.driver_root.or(file.driver_root);
-            file.dev_root = parsed.dev_root.or(file.dev_root);
-            file.proc_root = parsed.proc_root.or(file.proc_root);
-        }
+        let file = read_config(env)?;
         let pick =
             |flag: &Option<PathBuf>, var: &str, from_file: Option<PathBuf>, default: PathBuf| {
                 flag.clone()
@@ -167,6 +215,32 @@ mod tests {
             err.to_string().contains("not a valid gpurun config"),
             "{err}"
         );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_request_policy_has_the_toolkits_keys_and_defaults() {
+        let dir = std::env::temp_dir().join(format!("policy-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("config.toml");
+        let path = cfg.to_string_lossy().into_owned();
+        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| path.clone());
+        assert_eq!(request_policy(&env).unwrap(), RequestPolicy::default());
+        std::fs::write(
+            &cfg,
+            "accept-nvidia-visible-devices-envvar-when-unprivileged = false\naccept-nvidia-visible-devices-as-volume-mounts = true\nannotation-prefixes = [\"a/\", \"b/\"]\n",
+        )
+        .unwrap();
+        let policy = request_policy(&env).unwrap();
+        assert!(!policy.accept_envvar_unprivileged && policy.accept_volume_mounts);
+        assert_eq!(policy.annotation_prefixes, ["a/", "b/"]);
+        std::fs::write(
+            &cfg,
+            "accept-nvidia-visible-devices-envvar-when-unprivileged = \"no\"\n",
+        )
+        .unwrap();
+        let err = request_policy(&env).unwrap_err().to_string();
+        assert!(err.contains("not a valid gpurun config"), "{err}");
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -14,6 +14,9 @@
 //! `CRI_CLIENT_CGROUP_PARENT=NAME.slice` gives the pod the cgroup parent a
 //! kubelet on the systemd driver gives it (containerd then hands the
 //! runtime `NAME.slice:cri-containerd:ID`).
+//! `CRI_CLIENT_DEVICE_MOUNTS=1,2` allocates GPUs as the NVIDIA device
+//! plugin's volume-mounts strategy does: `/dev/null` mounted at
+//! `/var/run/nvidia-container-devices/<device>`.
 
 use std::time::Duration;
 
@@ -101,6 +104,12 @@ async fn main() -> Result<()> {
         .collect();
     let mut client = RuntimeServiceClient::new(connect(socket.clone()).await?);
     let sync_dir = std::env::var("CRI_CLIENT_SYNC").ok();
+    let device_mounts: Vec<String> = std::env::var("CRI_CLIENT_DEVICE_MOUNTS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .map(str::to_owned)
+        .collect();
 
     let uid = format!("gpurun-e2e-{}", std::process::id());
     let sandbox_config = PodSandboxConfig {
@@ -160,6 +169,12 @@ async fn main() -> Result<()> {
                             host_path: dir.clone(),
                             ..Default::default()
                         })
+                        .chain(device_mounts.iter().map(|device| Mount {
+                            container_path: format!("/var/run/nvidia-container-devices/{device}"),
+                            host_path: "/dev/null".into(),
+                            readonly: true,
+                            ..Default::default()
+                        }))
                         .collect(),
                     ..Default::default()
                 }),

@@ -80,7 +80,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let (rootfs, work) = dirs();
     let inv = inventory(rootfs.parent().unwrap());
-    let Ok(req) = request::from_spec(&spec) else {
+    let Ok(req) = request::from_spec(&spec, || Ok(Default::default())) else {
         return;
     };
     let Ok(plan) = plan::make(&inv, &req, Some(rootfs)) else {

@@ -36,6 +36,16 @@ pub struct SetupArgs {
     /// binary's directory)
     #[arg(long)]
     pub hook_dir: Option<PathBuf>,
+    /// containerd: also write the settings of a shared (multi-tenant)
+    /// Kubernetes node into gpurun's config file: only the scheduler's
+    /// allocation (CDI annotations, device-plugin volume mounts) counts,
+    /// not a tenant's own NVIDIA_VISIBLE_DEVICES
+    #[arg(long)]
+    pub multi_tenant: bool,
+    /// The gpurun config file --multi-tenant writes (default:
+    /// $GPURUN_CONFIG, else /etc/gpurun/config.toml)
+    #[arg(long, requires = "multi_tenant")]
+    pub gpurun_config: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]

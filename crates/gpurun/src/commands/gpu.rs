@@ -71,7 +71,9 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
         GpuCommand::Plan { bundle, json } => {
             let spec = prepare::load_spec(&bundle)?;
             let rootfs = prepare::rootfs_of(&spec, &bundle)?;
-            let req = request::from_spec(&spec)?;
+            let req = request::from_spec(&spec, driver_paths::request_policy)?;
+            let source = req.sources.first().cloned();
+            let ignored = req.ignored.clone();
             // As `create` would plan it: inside a Slurm job, bounded by it.
             let job = flow::SlurmJob::from_env(false)?;
             let (_, planned) = flow::resolve(
@@ -85,13 +87,28 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                 if json {
                     println!("null");
                 } else {
-                    println!("no GPU requested: NVIDIA_VISIBLE_DEVICES is unset, empty or void");
+                    if ignored.is_empty() {
+                        println!(
+                            "no GPU requested: NVIDIA_VISIBLE_DEVICES is unset, empty or void"
+                        );
+                    } else {
+                        println!("no GPU request counts:");
+                    }
+                    for i in &ignored {
+                        println!("ignored        {} {:?}: {}", i.source, i.value, i.reason);
+                    }
                 }
                 return Ok(());
             };
             if json {
                 println!("{}", serde_json::to_string_pretty(&plan)?);
                 return Ok(());
+            }
+            if let Some(source) = source {
+                println!("Request from:  {source}");
+            }
+            for i in &ignored {
+                println!("ignored        {} {:?}: {}", i.source, i.value, i.reason);
             }
             let gpus: Vec<String> = plan
                 .gpus

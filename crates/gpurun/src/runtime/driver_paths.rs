@@ -1,6 +1,7 @@
 //! The GPU roots for this invocation: flags, environment, config file.
 
 use anyhow::Result;
+use gpurun_gpu::request::RequestPolicy;
 use gpurun_gpu::{RootFlags, Roots};
 
 use crate::runtime::context::Settings;
@@ -14,4 +15,9 @@ pub fn resolve(flags: &Settings) -> Result<Roots> {
         },
         &|key| std::env::var(key).ok(),
     )
+}
+
+/// Which device requests count, from the config files.
+pub fn request_policy() -> Result<RequestPolicy> {
+    gpurun_gpu::roots::request_policy(&|key| std::env::var(key).ok())
 }

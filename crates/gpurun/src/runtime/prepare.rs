@@ -211,7 +211,10 @@ fn apply_gpu(
     slurm_step: Option<&StepCgroup>,
 ) -> Result<()> {
     logging::start_steps();
-    let req = request::from_spec(spec)?;
+    let req = request::from_spec(spec, driver_paths::request_policy)?;
+    for ignored in &req.ignored {
+        tracing::warn!("{ignored}");
+    }
     // Inside a step started for `srun --container`, the step's device
     // cgroup says which GPUs it holds; only a bundle that says `void`
     // itself opts out.

@@ -57,6 +57,27 @@ pub fn edit_containerd(text: &str, name: &str, binary: &str, default: bool) -> R
     Ok(doc.to_string())
 }
 
+/// The keys that make a shared node take only the scheduler's allocation.
+pub const MULTI_TENANT: [(&str, bool); 2] = [
+    (
+        "accept-nvidia-visible-devices-envvar-when-unprivileged",
+        false,
+    ),
+    ("accept-nvidia-visible-devices-as-volume-mounts", true),
+];
+
+/// gpurun's own config file with the multi-tenant settings; every other
+/// key (the driver roots) kept.
+pub fn edit_gpurun_config(text: &str) -> Result<String> {
+    let mut doc: DocumentMut = text
+        .parse()
+        .context("the gpurun config is not valid TOML")?;
+    for (key, setting) in MULTI_TENANT {
+        doc[key] = value(setting);
+    }
+    Ok(doc.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +109,20 @@ mod tests {
         assert!(with_default.contains("default_runtime_name = \"gpurun\""));
         assert!(edit_containerd("version = 1\n", "gpurun", BIN, false).is_err());
         assert!(edit_containerd("plugins = 3\n", "gpurun", BIN, false).is_err());
+        // gpurun's own config: the strict keys, the rest kept, idempotent.
+        let mine = "driver-root = \"/usr/local/nvidia\"\naccept-nvidia-visible-devices-as-volume-mounts = false\n";
+        let strict = edit_gpurun_config(mine).unwrap();
+        let parsed: toml::Table = toml::from_str(&strict).unwrap();
+        assert_eq!(parsed["driver-root"].as_str(), Some("/usr/local/nvidia"));
+        assert_eq!(
+            parsed["accept-nvidia-visible-devices-as-volume-mounts"].as_bool(),
+            Some(true)
+        );
+        assert_eq!(
+            parsed["accept-nvidia-visible-devices-envvar-when-unprivileged"].as_bool(),
+            Some(false)
+        );
+        assert_eq!(edit_gpurun_config(&strict).unwrap(), strict);
         // An empty file gets a version.
         assert!(edit_containerd("", "gpurun", BIN, false)
             .unwrap()

@@ -18,7 +18,7 @@ mod lxc;
 mod podman;
 mod slurm;
 
-use containerd::edit_containerd;
+use containerd::{edit_containerd, edit_gpurun_config};
 use docker::{edit_docker, install_hook_link};
 use lxc::{edit_lxc, lxc_hook_command, lxc_v2_device_majors};
 use podman::edit_podman;
@@ -105,6 +105,12 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
     {
         bail!("--runtime-name {name:?}: use letters, digits, '-' and '_'");
     }
+    if args.multi_tenant && args.engine != Engine::Containerd {
+        bail!(
+            "--multi-tenant is for containerd (a Kubernetes node): leave it out for {:?}",
+            args.engine
+        );
+    }
     let path = args
         .config
         .clone()
@@ -161,6 +167,9 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
             println!("restart dockerd to load it; then: docker run --runtime={name} --gpus all IMAGE nvidia-smi");
         }
         Engine::Containerd => {
+            if args.multi_tenant {
+                write_multi_tenant(&args)?;
+            }
             println!(
                 "restart containerd to load it. For Kubernetes, this RuntimeClass selects it:"
             );
@@ -179,6 +188,41 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
         }
     }
     Ok(0)
+}
+
+/// gpurun's config file with the settings of a shared node (read at each
+/// container's create: nothing to restart).
+fn write_multi_tenant(args: &SetupArgs) -> Result<()> {
+    let path = args
+        .gpurun_config
+        .clone()
+        .or_else(|| std::env::var_os("GPURUN_CONFIG").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/etc/gpurun/config.toml"));
+    let (old, existed) = match fs::read_to_string(&path) {
+        Ok(text) => (text, true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let new = edit_gpurun_config(&old).with_context(|| format!("{}", path.display()))?;
+    if new == old {
+        println!(
+            "{} already has the multi-tenant settings: nothing to change",
+            path.display()
+        );
+    } else if args.dry_run {
+        println!("# {} would become:", path.display());
+        print!("{new}");
+    } else {
+        let backup = replace_file(&path, &new, existed)?;
+        println!(
+            "wrote the multi-tenant settings in {}{}: a container's own NVIDIA_VISIBLE_DEVICES counts only if it is privileged; the device plugin's volume mounts and CDI annotations count",
+            path.display(),
+            backup
+                .map(|b| format!(" (the old file is in {})", b.display()))
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 /// The driver locations gpurun's flags, environment or config files give
