@@ -17,9 +17,13 @@
 # the open (default for data-center GPUs since 560) or the proprietary one.
 #
 #   OUTDIR/driver     the host's "/" (driver files, its own etc/ld.so.cache)
-#   OUTDIR/dev        char nodes nvidiactl, nvidia0.., nvidia-uvm, dri/...
+#   OUTDIR/dev        char nodes nvidiactl, nvidia0.., nvidia-uvm, dri/...,
+#                     nvidia-caps-imex-channels/channel{0,1}, and the gated
+#                     nvidia-fs0, infiniband/{uverbs0,rdma_cm}, gdrdrv,
+#                     nvidia-nvswitchctl, nvidia-nvswitch0
 #   OUTDIR/sys        bus/pci/devices/<bus>/drm/{cardN,renderDN}
-#   OUTDIR/proc       driver/nvidia/{version,params,registry,gpus/*/information}
+#   OUTDIR/proc       driver/nvidia/{version,params,registry,gpus/*/information},
+#                     devices (with the IMEX channels' major)
 #   OUTDIR/flags      the gpurun flags for this host, one line
 # Use it with: gpurun $(cat OUTDIR/flags) ...
 # Usage: scripts/fake-gpu-host.sh [--layout L] [--kernel-module open|proprietary] OUTDIR [GPUS]
@@ -219,6 +223,9 @@ WRAP
 esac
 # The root's own linker cache, as a real host's would list the libraries.
 ldconfig -r "$root" -X 2>/dev/null || ldconfig -r "$root"
+# GPUDirect Storage's config, which a GDS container gets read-only.
+mkdir -p "$driver_root/etc"
+printf '{ "logging": { "level": "ERROR" } }\n' > "$driver_root/etc/cufile.json"
 
 # Device nodes: 195 is the NVIDIA major; nvidia-uvm's is dynamic on a real
 # host (read from /proc/devices), 511 here; DRM nodes are 226.
@@ -228,7 +235,22 @@ mknod -m 666 "$out/dev/nvidia-modeset" c 195 254
 mknod -m 666 "$out/dev/nvidia-uvm" c $uvm_major 0
 mknod -m 666 "$out/dev/nvidia-uvm-tools" c $uvm_major 1
 mkdir -p "$out/dev/dri"
-printf 'Character devices:\n195 nvidia-frontend\n226 drm\n%s nvidia-uvm\n' $uvm_major > "$out/proc/devices"
+# IMEX channels 0 and 1 (major from /proc/devices, minor the id) and the
+# gated devices: GPUDirect Storage, MOFED (uverbs is infiniband's static
+# 231), GDRCopy, NVSwitch. The dynamic majors are ones no driver here has,
+# so an open that gets through fails with ENXIO.
+imex_major=510
+mkdir -p "$out/dev/nvidia-caps-imex-channels" "$out/dev/infiniband"
+mknod -m 666 "$out/dev/nvidia-caps-imex-channels/channel0" c $imex_major 0
+mknod -m 666 "$out/dev/nvidia-caps-imex-channels/channel1" c $imex_major 1
+mknod -m 666 "$out/dev/nvidia-fs0" c 509 0
+mknod -m 666 "$out/dev/infiniband/uverbs0" c 231 192
+mknod -m 666 "$out/dev/infiniband/rdma_cm" c 508 0
+mknod -m 666 "$out/dev/gdrdrv" c 507 0
+mknod -m 666 "$out/dev/nvidia-nvswitchctl" c 506 255
+mknod -m 666 "$out/dev/nvidia-nvswitch0" c 506 0
+printf 'Character devices:\n195 nvidia-frontend\n226 drm\n%s nvidia-uvm\n%s nvidia-caps-imex-channels\n' \
+  $uvm_major $imex_major > "$out/proc/devices"
 
 if [ "$module" = open ]; then
   nvrm="NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  $version  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Jan  7 00:00:00 UTC 2025"

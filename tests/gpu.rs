@@ -500,7 +500,15 @@ fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
             "/dev/dri/card2",
             "/dev/dri/renderD128",
             "/dev/dri/renderD129",
+            "/dev/gdrdrv",
+            "/dev/infiniband/rdma_cm",
+            "/dev/infiniband/uverbs0",
+            "/dev/nvidia-caps-imex-channels/channel0",
+            "/dev/nvidia-caps-imex-channels/channel1",
+            "/dev/nvidia-fs0",
             "/dev/nvidia-modeset",
+            "/dev/nvidia-nvswitch0",
+            "/dev/nvidia-nvswitchctl",
             "/dev/nvidia-uvm",
             "/dev/nvidia-uvm-tools",
             "/dev/nvidia0",
@@ -807,5 +815,163 @@ fn mig_config_and_monitor_are_refused_to_an_unprivileged_container() {
                 out.stderr
             );
         }
+    }
+}
+
+/// Lists the IMEX and gated nodes the container has, each with what an
+/// open gives: `ok` (the fake host's numbers have no driver: ENXIO, so
+/// the device cgroup let it through) or `EPERM`.
+const EXTRA_NODES: &str = "for n in /dev/nvidia-caps-imex-channels/* /dev/nvidia-fs* /dev/infiniband/* /dev/gdrdrv /dev/nvidia-nvswitch*; do \
+                           [ -c \"$n\" ] || continue; \
+                           if head -c0 \"$n\" 2>&1 | grep -q 'not permitted'; then echo \"$n=EPERM\"; else echo \"$n=ok\"; fi; done; \
+                           [ -f /etc/cufile.json ] && echo cufile; echo end";
+
+fn extra_nodes(
+    who: &As,
+    config: &str,
+    env: &[&str],
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Vec<String> {
+    let (out, _) = run_with_config(who, config, env, |c| {
+        c["process"]["args"] = json!(["sh", "-c", EXTRA_NODES]);
+        edit(c);
+    });
+    assert_eq!(out.code, 0, "{who:?} {env:?}: {}", out.stderr);
+    out.stdout.lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn imex_channels_by_each_request_form() {
+    require_root!();
+    let one = ["/dev/nvidia-caps-imex-channels/channel1=ok", "end"];
+    for who in both() {
+        // The env, with a GPU.
+        let got = extra_nodes(
+            &who,
+            "",
+            &["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=1"],
+            |_| {},
+        );
+        assert_eq!(got, one, "{who:?} env");
+        // A bare `all` is no request.
+        let got = extra_nodes(
+            &who,
+            "",
+            &["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=all"],
+            |_| {},
+        );
+        assert_eq!(got, ["end"], "{who:?} all");
+        // The device plugin's volume mount, where accepted.
+        let got = extra_nodes(&who, STRICT, &[], |c| {
+            allocate("0")(c);
+            allocate("imex/1")(c);
+        });
+        assert_eq!(got, one, "{who:?} volume");
+        // CDI names in an annotation: one channel, or all, with no GPU.
+        let got = extra_nodes(&who, "", &[], |c| {
+            c["annotations"] = json!({"cdi.k8s.io/imex": "nvidia.com/imex-channel=channel1"});
+        });
+        assert_eq!(got, one, "{who:?} CDI");
+        let got = extra_nodes(&who, "", &[], |c| {
+            c["annotations"] = json!({"cdi.k8s.io/imex": "nvidia.com/imex-channel=all"});
+        });
+        assert_eq!(
+            got,
+            [
+                "/dev/nvidia-caps-imex-channels/channel0=ok",
+                "/dev/nvidia-caps-imex-channels/channel1=ok",
+                "end"
+            ],
+            "{who:?} CDI all"
+        );
+        // A channel the host lacks: one line, nothing made.
+        let (out, _) = run_with_config(
+            &who,
+            "",
+            &["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=7"],
+            |_| {},
+        );
+        assert_eq!(out.code, 1, "{who:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr.contains("IMEX channel 7: this host has no"),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn gated_devices_come_with_a_gpu_when_enabled() {
+    require_root!();
+    for who in both() {
+        let got = extra_nodes(
+            &who,
+            "",
+            &[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                "NVIDIA_GDS=enabled",
+                "NVIDIA_MOFED=enabled",
+                "NVIDIA_GDRCOPY=enabled",
+                "NVIDIA_NVSWITCH=enabled",
+            ],
+            |_| {},
+        );
+        assert_eq!(
+            got,
+            [
+                "/dev/nvidia-fs0=ok",
+                "/dev/infiniband/rdma_cm=ok",
+                "/dev/infiniband/uverbs0=ok",
+                "/dev/gdrdrv=ok",
+                "/dev/nvidia-nvswitch0=ok",
+                "/dev/nvidia-nvswitchctl=ok",
+                "cufile",
+                "end"
+            ],
+            "{who:?}"
+        );
+        // By CDI name, one family.
+        let got = extra_nodes(
+            &who,
+            "",
+            &["NVIDIA_VISIBLE_DEVICES=0,nvidia.com/gdrcopy=all"],
+            |_| {},
+        );
+        assert_eq!(got, ["/dev/gdrdrv=ok", "end"], "{who:?} CDI");
+        // Only exactly "enabled", and only with a GPU.
+        let got = extra_nodes(
+            &who,
+            "",
+            &[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                "NVIDIA_GDS=true",
+                "NVIDIA_MOFED=Enabled",
+            ],
+            |_| {},
+        );
+        assert_eq!(got, ["end"], "{who:?} not enabled");
+        let (out, log) = run_with_config(
+            &who,
+            "",
+            &["NVIDIA_GDS=enabled", "NVIDIA_GDRCOPY=enabled"],
+            |c| {
+                c["process"]["args"] = json!(["sh", "-c", EXTRA_NODES]);
+            },
+        );
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            ["end"],
+            "{who:?} no GPU: {}",
+            out.stderr
+        );
+        assert_eq!(
+            warnings(&log)
+                .iter()
+                .filter(|w| w.contains("with a GPU request only"))
+                .count(),
+            2,
+            "{log}"
+        );
     }
 }

@@ -13,6 +13,7 @@ use crate::inventory::{DeviceNode, FileKind, Inventory};
 /// readers accept it: Podman 4.3's CDI library stops at 0.5.0.
 pub const CDI_VERSION: &str = "0.5.0";
 pub const KIND: &str = "nvidia.com/gpu";
+pub const IMEX_KIND: &str = "nvidia.com/imex-channel";
 
 fn node(n: &DeviceNode) -> Value {
     json!({
@@ -89,4 +90,30 @@ pub fn spec(inv: &Inventory) -> Value {
             "mounts": mounts,
         }
     })
+}
+
+/// The host's IMEX channels as their own kind, as the toolkit names them:
+/// one device per channel id, plus "all".
+pub fn imex_spec(inv: &Inventory) -> anyhow::Result<Value> {
+    let Some(major) = inv.imex_major else {
+        anyhow::bail!(
+            "this host's driver has no IMEX channels ({}/devices has no {} line)",
+            inv.roots.proc_root.display(),
+            crate::gated::IMEX_PROC_DEVICES_NAME
+        );
+    };
+    let channels: Vec<&DeviceNode> = inv
+        .other_nodes
+        .iter()
+        .filter(|n| n.major == major && n.path.starts_with(crate::gated::IMEX_DIR))
+        .collect();
+    let mut devices: Vec<Value> = channels
+        .iter()
+        .map(|n| json!({ "name": n.minor.to_string(), "containerEdits": { "deviceNodes": [node(n)] } }))
+        .collect();
+    devices.push(json!({
+        "name": "all",
+        "containerEdits": { "deviceNodes": channels.iter().map(|n| node(n)).collect::<Vec<_>>() }
+    }));
+    Ok(json!({ "cdiVersion": CDI_VERSION, "kind": IMEX_KIND, "devices": devices }))
 }

@@ -17,6 +17,7 @@ use serde::Serialize;
 use crate::caps::Capability;
 use crate::driver_files::{self, DriverFiles, Looked};
 pub use crate::driver_files::{DriverFile, FileKind};
+use crate::gated::{self, Gated};
 use crate::gpu_models::{arch_for_model, brand_for_model, cuda_version_for_driver};
 pub use crate::gpus::{DeviceNode, Gpu, MigDevice};
 use crate::inventory_cache::{self, PathState};
@@ -38,6 +39,12 @@ pub struct Inventory {
     pub control_nodes: Vec<DeviceNode>,
     /// MIG capability nodes and IMEX channels.
     pub other_nodes: Vec<DeviceNode>,
+    /// The IMEX channels' major (/proc/devices), where the driver has them.
+    pub imex_major: Option<u32>,
+    /// The gated devices' nodes (GDS, MOFED, GDRCopy, NVSwitch).
+    pub gated_nodes: BTreeMap<Gated, Vec<DeviceNode>>,
+    /// GPUDirect Storage's /etc/cufile.json, where the host has one.
+    pub cufile: Option<PathBuf>,
     pub files: BTreeMap<Capability, Vec<DriverFile>>,
     pub firmware: Vec<DriverFile>,
     /// What discovery left out, and why.
@@ -196,6 +203,11 @@ fn assemble(
         .filter(|n| n.path.starts_with("/dev/nvidia-caps"))
         .cloned()
         .collect();
+    let imex_major = fs::read_to_string(roots.proc_root.join("devices"))
+        .ok()
+        .and_then(|text| gated::imex_major(&text));
+    let gated_nodes = scan_gated_nodes(&roots.dev_root);
+    let cufile = Some(roots.driver_root.join("etc/cufile.json")).filter(|p| p.is_file());
     let DriverFiles {
         files,
         firmware,
@@ -210,10 +222,38 @@ fn assemble(
         gpus,
         control_nodes,
         other_nodes,
+        imex_major,
+        gated_nodes,
+        cufile,
         files,
         firmware,
         notes,
     }
+}
+
+/// The gated devices' nodes under the dev root, by family.
+fn scan_gated_nodes(dev_root: &Path) -> BTreeMap<Gated, Vec<DeviceNode>> {
+    let mut paths: Vec<String> = Vec::new();
+    for (dir, prefix) in [("dev", "/dev"), ("dev/infiniband", "/dev/infiniband")] {
+        if let Ok(entries) = fs::read_dir(dev_root.join(dir)) {
+            for e in entries.flatten() {
+                paths.push(format!("{prefix}/{}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    let mut out: BTreeMap<Gated, Vec<DeviceNode>> = BTreeMap::new();
+    for path in paths {
+        let Some(family) = Gated::ALL.into_iter().find(|g| g.owns(&path)) else {
+            continue;
+        };
+        if let Some(node) = node_at(dev_root, &path) {
+            out.entry(family).or_default().push(node);
+        }
+    }
+    for nodes in out.values_mut() {
+        nodes.sort();
+    }
+    out
 }
 
 /// The version in the kernel module's "NVRM version:" line: the first word

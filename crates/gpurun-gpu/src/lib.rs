@@ -12,6 +12,7 @@ pub mod devlist;
 pub mod driver_files;
 pub mod elf;
 pub mod flow;
+pub mod gated;
 pub mod gpu_models;
 pub mod gpus;
 pub mod inventory;

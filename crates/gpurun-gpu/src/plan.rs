@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::caps::Capability;
 use crate::devlist::{DeviceRef, DeviceSelection};
+use crate::gated::{self, Gated, ImexChannels};
 use crate::inventory::{DeviceNode, DriverFile, FileKind, Gpu, Inventory};
 use crate::ldcache::{self, Entry};
 use crate::request::Request;
@@ -224,6 +225,41 @@ fn mig_global_node(inv: &Inventory, which: &str) -> Option<DeviceNode> {
     crate::inventory::cap_node(&access, &inv.other_nodes)
 }
 
+/// The nodes of the IMEX channels asked for: the host's
+/// `/dev/nvidia-caps-imex-channels/channelN`, whose major must be the one
+/// /proc/devices names and whose minor is N.
+fn imex_nodes(inv: &Inventory, channels: &ImexChannels) -> Result<Vec<DeviceNode>> {
+    let Some(major) = inv.imex_major else {
+        bail!(
+            "IMEX channels requested, but this host's driver has none ({}/devices has no {} line): load the driver with IMEX support, or drop the request",
+            inv.roots.proc_root.display(),
+            gated::IMEX_PROC_DEVICES_NAME
+        );
+    };
+    let host_channels = || {
+        inv.other_nodes
+            .iter()
+            .filter(|n| n.path.starts_with(&format!("{}/", gated::IMEX_DIR)) && n.major == major)
+    };
+    match channels {
+        ImexChannels::All => Ok(host_channels().cloned().collect()),
+        ImexChannels::List(ids) => ids
+            .iter()
+            .map(|id| {
+                host_channels()
+                    .find(|n| n.minor == *id && n.path == format!("{}/channel{id}", gated::IMEX_DIR))
+                    .cloned()
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "IMEX channel {id}: this host has no {}/channel{id} (c {major}:{id}): create it (nvidia-modprobe -i {id}) or ask for a channel the host has",
+                            inv.roots.dev_root.join(&gated::IMEX_DIR[1..]).display()
+                        )
+                    })
+            })
+            .collect(),
+    }
+}
+
 /// Reads the host's /proc/driver/nvidia files for the masked copy.
 fn proc_copy(inv: &Inventory) -> Option<ProcDriverNvidia> {
     let base = inv.roots.proc_root.join("driver/nvidia");
@@ -272,9 +308,17 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         }
     }
 
-    let caps = &req.capabilities;
+    // A request of IMEX channels alone (`nvidia.com/imex-channel=N`) gets
+    // the channels only: no GPU, no control node, no driver file.
+    let gpu_request = req.devices != DeviceSelection::Void;
+    let no_caps = BTreeSet::new();
+    let caps = if gpu_request {
+        &req.capabilities
+    } else {
+        &no_caps
+    };
     let mut nodes: Vec<DeviceNode> = Vec::new();
-    for n in &inv.control_nodes {
+    for n in inv.control_nodes.iter().filter(|_| gpu_request) {
         let wanted = match n.path.as_str() {
             "/dev/nvidiactl" => true,
             "/dev/nvidia-uvm" | "/dev/nvidia-uvm-tools" => caps.contains(&Capability::Compute),
@@ -318,6 +362,12 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
                 ),
             }
         }
+    }
+    if let Some(channels) = &req.imex_channels {
+        nodes.extend(imex_nodes(inv, channels)?);
+    }
+    for family in &req.gated {
+        nodes.extend(inv.gated_nodes.get(family).into_iter().flatten().cloned());
     }
     nodes.sort();
     nodes.dedup();
@@ -426,13 +476,26 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
             m.destination = real.join(name);
         }
     }
+    if let Some(cufile) = inv
+        .cufile
+        .as_ref()
+        .filter(|_| req.gated.contains(&Gated::Gds))
+    {
+        mounts.push(PlannedMount {
+            source: cufile.clone(),
+            destination: PathBuf::from("/etc/cufile.json"),
+            options: ro_options(false),
+        });
+    }
     mounts.sort_by(|a, b| a.destination.cmp(&b.destination));
     mounts.dedup_by(|a, b| a.destination == b.destination);
     ldcache_entries.sort_by(|a, b| a.name.cmp(&b.name));
     ldcache_entries.dedup();
 
     let mut env = Vec::new();
-    if req.sources.iter().any(|s| s != "env") || req.devices == DeviceSelection::All {
+    if gpu_request
+        && (req.sources.iter().any(|s| s != "env") || req.devices == DeviceSelection::All)
+    {
         let list = if gpus.is_empty() {
             "none".to_owned()
         } else {
@@ -444,10 +507,12 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         env.push(format!("NVIDIA_VISIBLE_DEVICES={list}"));
     }
     let cap_names: Vec<&str> = caps.iter().map(|c| c.name()).collect();
-    env.push(format!(
-        "NVIDIA_DRIVER_CAPABILITIES={}",
-        cap_names.join(",")
-    ));
+    if gpu_request {
+        env.push(format!(
+            "NVIDIA_DRIVER_CAPABILITIES={}",
+            cap_names.join(",")
+        ));
+    }
 
     Ok(Plan {
         driver_version: inv.driver_version.clone(),
@@ -465,7 +530,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         mounts,
         env,
         ldcache: ldcache_entries,
-        proc_driver_nvidia: proc_copy(inv),
+        proc_driver_nvidia: gpu_request.then(|| proc_copy(inv)).flatten(),
         drop_prestart_hooks: req.docker_hooks.clone(),
     })
 }
@@ -522,7 +587,21 @@ mod tests {
             other_nodes: vec![
                 node("/dev/nvidia-caps/nvidia-cap1", 508, 1),
                 node("/dev/nvidia-caps/nvidia-cap2", 508, 2),
+                node("/dev/nvidia-caps-imex-channels/channel0", 234, 0),
+                node("/dev/nvidia-caps-imex-channels/channel5", 234, 5),
+                // A stale node of another major is no channel.
+                node("/dev/nvidia-caps-imex-channels/channel6", 99, 6),
             ],
+            imex_major: Some(234),
+            gated_nodes: [
+                (Gated::Gds, vec![node("/dev/nvidia-fs0", 240, 0)]),
+                (
+                    Gated::Mofed,
+                    vec![node("/dev/infiniband/uverbs0", 231, 192)],
+                ),
+            ]
+            .into(),
+            cufile: Some(PathBuf::from("/etc/cufile.json")),
             kernel_module: None,
             files: BTreeMap::new(),
             firmware: Vec::new(),
@@ -599,5 +678,106 @@ mod tests {
         let plain = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0"]), None).unwrap();
         assert!(!paths(&plain).iter().any(|p| p.contains("nvidia-cap")));
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn imex_channels_by_each_form_and_a_missing_one() {
+        let inv = inventory(PathBuf::from("/nonexistent"));
+        for env in [
+            &["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=5"][..],
+            &["NVIDIA_VISIBLE_DEVICES=0,nvidia.com/imex-channel=channel5"][..],
+        ] {
+            let plan = make(&inv, &request(env), None).unwrap();
+            assert_eq!(
+                paths(&plan),
+                [
+                    "/dev/nvidia-caps-imex-channels/channel5",
+                    "/dev/nvidia0",
+                    "/dev/nvidiactl"
+                ],
+                "{env:?}"
+            );
+        }
+        // A channel alone, by CDI name: the channel, nothing else.
+        let plan = make(
+            &inv,
+            &request(&["NVIDIA_VISIBLE_DEVICES=nvidia.com/imex-channel=all"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            paths(&plan),
+            [
+                "/dev/nvidia-caps-imex-channels/channel0",
+                "/dev/nvidia-caps-imex-channels/channel5"
+            ]
+        );
+        assert!(plan.mounts.is_empty() && plan.env.is_empty() && plan.proc_driver_nvidia.is_none());
+        for (ask, want) in [
+            (
+                "NVIDIA_IMEX_CHANNELS=6",
+                "no /dev/nvidia-caps-imex-channels/channel6 (c 234:6)",
+            ),
+            ("NVIDIA_IMEX_CHANNELS=7", "channel7"),
+        ] {
+            let err = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0", ask]), None).unwrap_err();
+            assert!(err.to_string().contains(want), "{err}");
+        }
+        let mut no_imex = inv.clone();
+        no_imex.imex_major = None;
+        let err = make(
+            &no_imex,
+            &request(&["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=0"]),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no nvidia-caps-imex-channels line"),
+            "{err}"
+        );
+        // A bare `all` in the env is no request.
+        let plan = make(
+            &inv,
+            &request(&["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_IMEX_CHANNELS=all"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(paths(&plan), ["/dev/nvidia0", "/dev/nvidiactl"]);
+    }
+
+    #[test]
+    fn gated_devices_come_only_when_enabled_and_with_a_gpu() {
+        let inv = inventory(PathBuf::from("/nonexistent"));
+        let plan = make(
+            &inv,
+            &request(&[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                "NVIDIA_GDS=enabled",
+                "NVIDIA_MOFED=yes",
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            paths(&plan),
+            ["/dev/nvidia-fs0", "/dev/nvidia0", "/dev/nvidiactl"]
+        );
+        assert!(plan
+            .mounts
+            .iter()
+            .any(|m| m.destination == Path::new("/etc/cufile.json")));
+        let plan = make(
+            &inv,
+            &request(&["NVIDIA_VISIBLE_DEVICES=0,nvidia.com/mofed=all,nvidia.com/gdrcopy=all"]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            paths(&plan),
+            ["/dev/infiniband/uverbs0", "/dev/nvidia0", "/dev/nvidiactl"]
+        );
+        let alone = request(&["NVIDIA_GDS=enabled"]);
+        assert!(!alone.wants_gpu() && alone.gated.is_empty() && alone.ignored.len() == 1);
     }
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::caps::{self, Capability};
 use crate::devlist::{self, DeviceRef, DeviceSelection};
+use crate::gated::{self, Gated, ImexChannels};
 use crate::require::{self, Requirement};
 
 /// Docker's `--gpus` adds a prestart hook with this name; gpurun drops it
@@ -36,6 +37,11 @@ pub struct Request {
     pub privileged: bool,
     /// Requests passed over, and why.
     pub ignored: Vec<Ignored>,
+    /// IMEX channels: `NVIDIA_IMEX_CHANNELS`, `imex/<id>` volume mounts,
+    /// `nvidia.com/imex-channel=N` CDI names.
+    pub imex_channels: Option<ImexChannels>,
+    /// GDS, MOFED, GDRCopy, NVSwitch: only with a GPU request.
+    pub gated: BTreeSet<Gated>,
 }
 
 /// A device request that did not count.
@@ -85,7 +91,7 @@ impl Default for RequestPolicy {
 impl Request {
     /// Whether the container gets anything from gpurun at all.
     pub fn wants_gpu(&self) -> bool {
-        self.devices != DeviceSelection::Void
+        self.devices != DeviceSelection::Void || self.imex_channels.is_some()
     }
 }
 
@@ -129,8 +135,9 @@ pub fn from_env(env: &[&str]) -> Result<Request> {
 /// `/var/run/nvidia-container-devices/`, as the device plugin's
 /// `volume-mounts` strategy makes them: `<device>` and
 /// `cdi/<vendor>/<class>/<device>` (as `vendor/class=device`).
-fn volume_devices(spec: &Spec) -> Vec<String> {
+fn volume_devices(spec: &Spec) -> (Vec<String>, Vec<String>) {
     let mut out: Vec<String> = Vec::new();
+    let mut imex: Vec<String> = Vec::new();
     for m in spec.mounts().iter().flatten() {
         if m.source().as_deref() != Some(Path::new("/dev/null")) {
             continue;
@@ -139,6 +146,10 @@ fn volume_devices(spec: &Spec) -> Vec<String> {
             continue;
         };
         let rest = rest.to_string_lossy();
+        if let Some(id) = rest.strip_prefix("imex/") {
+            imex.push(id.to_owned());
+            continue;
+        }
         let name = match rest
             .strip_prefix("cdi/")
             .map(|r| r.splitn(3, '/').collect::<Vec<_>>())
@@ -150,7 +161,7 @@ fn volume_devices(spec: &Spec) -> Vec<String> {
             out.push(name);
         }
     }
-    out
+    (out, imex)
 }
 
 /// The request of `spec`. `policy` is read only when the spec asks for
@@ -180,11 +191,15 @@ fn read(
     } else {
         devlist::parse(visible)?
     };
-    let volume = volume_devices(spec);
+    let (volume, volume_imex) = volume_devices(spec);
     let annotations: Vec<(&String, &String)> = spec.annotations().iter().flatten().collect();
+    let env_imex = env.get("NVIDIA_IMEX_CHANNELS");
 
-    let asks =
-        env_devices != DeviceSelection::Void || !volume.is_empty() || !annotations.is_empty();
+    let asks = env_devices != DeviceSelection::Void
+        || !volume.is_empty()
+        || !volume_imex.is_empty()
+        || env_imex.is_some()
+        || !annotations.is_empty();
     let policy = if asks {
         policy()?
     } else {
@@ -277,6 +292,108 @@ fn read(
         }
     };
 
+    // IMEX channels and gated devices named by CDI in the list that won.
+    let mut imex: Option<ImexChannels> = None;
+    let mut gated = BTreeSet::new();
+    let devices = match devices {
+        DeviceSelection::List(list) => {
+            let mut rest = Vec::new();
+            for d in list {
+                match &d {
+                    DeviceRef::Cdi { kind, name } if kind == "nvidia.com/imex-channel" => {
+                        let more = if name == "all" {
+                            ImexChannels::All
+                        } else {
+                            ImexChannels::List(vec![gated::parse_imex_channel(name)?])
+                        };
+                        imex = Some(match imex {
+                            Some(have) => have.add(more),
+                            None => more,
+                        });
+                    }
+                    DeviceRef::Cdi { kind, name } => match Gated::from_cdi_kind(kind) {
+                        Some(g) if name == "all" => {
+                            gated.insert(g);
+                        }
+                        Some(_) => anyhow::bail!(
+                            "CDI device {kind}={name}: {kind} has one device, \"all\""
+                        ),
+                        None => rest.push(d),
+                    },
+                    _ => rest.push(d),
+                }
+            }
+            if rest.is_empty() {
+                DeviceSelection::Void
+            } else {
+                DeviceSelection::List(rest)
+            }
+        }
+        other => other,
+    };
+    let gpu_request = devices != DeviceSelection::Void;
+
+    // IMEX by volume mount (when accepted) or env, as the toolkit's hook
+    // reads them: only beside a GPU request, under the same rules as
+    // NVIDIA_VISIBLE_DEVICES.
+    let env_counts = privileged || policy.accept_envvar_unprivileged;
+    if !volume_imex.is_empty() && policy.accept_volume_mounts && gpu_request {
+        let ids = gated::parse_imex_list(&volume_imex.join(","))?;
+        imex = Some(match imex {
+            Some(have) => have.add(ImexChannels::List(ids)),
+            None => ImexChannels::List(ids),
+        });
+    } else {
+        let mounts = || format!("imex/{}", volume_imex.join(",imex/"));
+        if !volume_imex.is_empty() && !policy.accept_volume_mounts {
+            passed_over(
+                "volume-mounts",
+                mounts(),
+                "accept-nvidia-visible-devices-as-volume-mounts is false",
+            );
+        } else if !volume_imex.is_empty() {
+            passed_over(
+                "volume-mounts",
+                mounts(),
+                "IMEX channels come with a GPU request only",
+            );
+        }
+        if let Some(value) = env_imex.filter(|v| !v.trim().is_empty()) {
+            let shown = format!("NVIDIA_IMEX_CHANNELS={value}");
+            if value.trim() == "all" {
+                passed_over("env", shown, "a bare \"all\" is no channel list (as the toolkit reads it since 1.17.2): name the channels");
+            } else if !gpu_request {
+                passed_over("env", shown, "IMEX channels come with a GPU request only");
+            } else if !env_counts {
+                passed_over("env", shown, "unprivileged container (no CAP_SYS_ADMIN) and accept-nvidia-visible-devices-envvar-when-unprivileged is false");
+            } else {
+                let ids = gated::parse_imex_list(value)?;
+                if !ids.is_empty() {
+                    imex = Some(match imex {
+                        Some(have) => have.add(ImexChannels::List(ids)),
+                        None => ImexChannels::List(ids),
+                    });
+                }
+            }
+        }
+    }
+
+    // The gated devices: exactly "enabled", and only with a GPU.
+    for g in Gated::ALL {
+        if env.get(g.env_var()).map(String::as_str) == Some("enabled") {
+            gated.insert(g);
+        }
+    }
+    if !gpu_request && !gated.is_empty() {
+        for g in std::mem::take(&mut gated) {
+            passed_over(
+                "env",
+                format!("{}=enabled", g.env_var()),
+                "gated devices come with a GPU request only",
+            );
+        }
+    }
+
     let docker_hooks: Vec<usize> = spec
         .hooks()
         .as_ref()
@@ -334,6 +451,8 @@ fn read(
         sources,
         privileged,
         ignored,
+        imex_channels: imex,
+        gated,
     })
 }
 

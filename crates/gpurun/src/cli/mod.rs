@@ -201,6 +201,10 @@ pub enum GpuCommand {
         /// Write to this file instead of stdout
         #[arg(long, short)]
         output: Option<PathBuf>,
+        /// The CDI kind: nvidia.com/gpu (GPUs and the driver), or
+        /// nvidia.com/imex-channel (the host's IMEX channels)
+        #[arg(long, default_value = "nvidia.com/gpu")]
+        kind: String,
     },
 }
 

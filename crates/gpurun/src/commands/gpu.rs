@@ -3,7 +3,7 @@
 use std::fs;
 
 use anyhow::{Context, Result};
-use gpurun_gpu::{cdi, flow, inventory, request, Source};
+use gpurun_gpu::{cdi, flow, gated, inventory, request, Source};
 
 use crate::cli::GpuCommand;
 use crate::runtime::{context::Ctx, driver_paths, prepare};
@@ -39,6 +39,31 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                     println!("MIG Device:     {} {}", m.index, m.uuid);
                 }
             }
+            let channels: Vec<String> = inv
+                .other_nodes
+                .iter()
+                .filter(|n| Some(n.major) == inv.imex_major && n.path.starts_with(gated::IMEX_DIR))
+                .map(|n| n.minor.to_string())
+                .collect();
+            if inv.imex_major.is_some() {
+                println!();
+                println!(
+                    "IMEX channels:  {}",
+                    if channels.is_empty() {
+                        "none made".to_owned()
+                    } else {
+                        channels.join(",")
+                    }
+                );
+            }
+            for (family, nodes) in &inv.gated_nodes {
+                let paths: Vec<&str> = nodes.iter().map(|n| n.path.as_str()).collect();
+                println!(
+                    "{:<16}{}",
+                    format!("{}:", family.env_var()),
+                    paths.join(" ")
+                );
+            }
         }
         GpuCommand::List { json } => {
             let inv = inventory::discover(&roots, Source::Auto)?;
@@ -46,6 +71,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             nodes.extend(inv.gpus.iter().filter_map(|g| g.node.clone()));
             nodes.extend(inv.gpus.iter().flat_map(|g| g.drm_nodes.iter().cloned()));
             nodes.extend(inv.other_nodes.iter().cloned());
+            nodes.extend(inv.gated_nodes.values().flatten().cloned());
             if json {
                 let out = serde_json::json!({
                     "driverVersion": inv.driver_version,
@@ -146,9 +172,18 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             }
         }
         GpuCommand::Verify { .. } => unreachable!("dispatched to verify::verify"),
-        GpuCommand::Cdi { output } => {
+        GpuCommand::Cdi { output, kind } => {
             let inv = inventory::discover(&roots, Source::Auto)?;
-            let text = serde_json::to_string_pretty(&cdi::spec(&inv))? + "\n";
+            let spec = match kind.as_str() {
+                cdi::KIND => cdi::spec(&inv),
+                cdi::IMEX_KIND => cdi::imex_spec(&inv)?,
+                other => anyhow::bail!(
+                    "--kind {other:?}: gpurun writes {} and {}",
+                    cdi::KIND,
+                    cdi::IMEX_KIND
+                ),
+            };
+            let text = serde_json::to_string_pretty(&spec)? + "\n";
             match output {
                 Some(path) => {
                     if let Some(dir) = path.parent() {
