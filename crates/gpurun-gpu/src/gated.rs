@@ -78,8 +78,10 @@ pub enum ImexChannels {
 }
 
 impl ImexChannels {
-    pub fn add(self, more: ImexChannels) -> ImexChannels {
-        match (self, more) {
+    /// What `have` (if any) and `more` ask for together.
+    pub fn union(have: Option<ImexChannels>, more: ImexChannels) -> ImexChannels {
+        let Some(have) = have else { return more };
+        match (have, more) {
             (ImexChannels::All, _) | (_, ImexChannels::All) => ImexChannels::All,
             (ImexChannels::List(mut a), ImexChannels::List(b)) => {
                 for id in b {

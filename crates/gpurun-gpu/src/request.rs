@@ -306,10 +306,7 @@ fn read(
                         } else {
                             ImexChannels::List(vec![gated::parse_imex_channel(name)?])
                         };
-                        imex = Some(match imex {
-                            Some(have) => have.add(more),
-                            None => more,
-                        });
+                        imex = Some(ImexChannels::union(imex.take(), more));
                     }
                     DeviceRef::Cdi { kind, name } => match Gated::from_cdi_kind(kind) {
                         Some(g) if name == "all" => {
@@ -339,10 +336,7 @@ fn read(
     let env_counts = privileged || policy.accept_envvar_unprivileged;
     if !volume_imex.is_empty() && policy.accept_volume_mounts && gpu_request {
         let ids = gated::parse_imex_list(&volume_imex.join(","))?;
-        imex = Some(match imex {
-            Some(have) => have.add(ImexChannels::List(ids)),
-            None => ImexChannels::List(ids),
-        });
+        imex = Some(ImexChannels::union(imex.take(), ImexChannels::List(ids)));
     } else {
         let mounts = || format!("imex/{}", volume_imex.join(",imex/"));
         if !volume_imex.is_empty() && !policy.accept_volume_mounts {
@@ -369,10 +363,7 @@ fn read(
             } else {
                 let ids = gated::parse_imex_list(value)?;
                 if !ids.is_empty() {
-                    imex = Some(match imex {
-                        Some(have) => have.add(ImexChannels::List(ids)),
-                        None => ImexChannels::List(ids),
-                    });
+                    imex = Some(ImexChannels::union(imex.take(), ImexChannels::List(ids)));
                 }
             }
         }
