@@ -7,6 +7,13 @@
 #   OUTDIR/glvnd/        Debian's libglvnd EGL loader (libegl1, libglvnd0),
 #                        unpacked, for images that use EGL
 #   OUTDIR/egl_probe     asks glvnd for the default EGL display
+#   OUTDIR/compat/CASE/  an image's CUDA forward-compatibility directory
+#                        (libcuda.so.VERSION and its libcuda.so.1 link; a
+#                        stand-in library, not NVIDIA's), for the fake
+#                        host's 535: note-listed (575, a
+#                        .note.cuda.fwd_compatibility listing branch 535),
+#                        note-unlisted (575, branches 550-575),
+#                        plain-newer (575, no note), plain-older (530)
 # Downloads are cached in /var/cache/gpurun-fake-host.
 # Usage: scripts/gpu-fixtures.sh OUTDIR
 set -eu
@@ -37,4 +44,30 @@ if ! ls "$cache/main-debs/"libegl1_*.deb "$cache/main-debs/"libglvnd0_*.deb >/de
 fi
 for deb in "$cache/main-debs/"*.deb; do dpkg-deb -x "$deb" "$out/glvnd"; done
 rm -rf "$out/glvnd/usr/share"
+# CUDA compat libraries: an ELF with SONAME libcuda.so.1 and, for the
+# note cases, the NVIDIA note (owner, then JSON) in a 4-aligned section.
+compat_lib() { # DIR VERSION [DRIVER_LIST]
+  mkdir -p "$1"
+  echo 'int gpurun_compat_fixture = 1;' > "$1/fixture.c"
+  cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$1/libcuda.so.$2" "$1/fixture.c"
+  rm "$1/fixture.c"
+  ln -sf "libcuda.so.$2" "$1/libcuda.so.1"
+  [ $# -ge 3 ] || return 0
+  python3 - "$1/note.bin" "$3" <<'PY'
+import json, struct, sys
+desc = json.dumps({"Format": 1, "CUDA Version": "12.9", "Driver": json.loads(sys.argv[2]),
+                   "Device": [1, 2, 7, 8, 9, 10]}).encode()
+name = b"NVIDIA Corporation\0"
+pad = b"\0" * (-len(name) % 4)
+open(sys.argv[1], "wb").write(struct.pack("<III", len(name), len(desc), 1) + name + pad + desc)
+PY
+  objcopy --add-section .note.cuda.fwd_compatibility="$1/note.bin" \
+    --set-section-flags .note.cuda.fwd_compatibility=readonly "$1/libcuda.so.$2"
+  objcopy --set-section-alignment .note.cuda.fwd_compatibility=4 "$1/libcuda.so.$2"
+  rm "$1/note.bin"
+}
+compat_lib "$out/compat/note-listed" 575.57.08 '[535, 550, 570, 575]'
+compat_lib "$out/compat/note-unlisted" 575.57.08 '[550, 570, 575]'
+compat_lib "$out/compat/plain-newer" 575.57.08
+compat_lib "$out/compat/plain-older" 530.30.02
 chmod -R a+rX "$out"

@@ -975,3 +975,75 @@ fn gated_devices_come_with_a_gpu_when_enabled() {
         );
     }
 }
+
+#[test]
+fn an_images_newer_cuda_compat_library_goes_first_in_the_linker_cache() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    // The host's libcuda is 535.309.01 (CUDA 12.2).
+    for who in both() {
+        for (case, config, used) in [
+            ("note-listed", "", true),
+            ("note-unlisted", "", false),
+            ("plain-newer", "", true),
+            ("plain-older", "", false),
+            ("note-listed", "cuda-compat-mode = \"disabled\"\n", false),
+        ] {
+            let user = match &who {
+                As::Root => None,
+                As::User(u) => Some(u),
+            };
+            let bundle = Bundle::glibc(user);
+            let compat = bundle.rootfs().join("usr/local/cuda/compat");
+            fs::create_dir_all(compat.parent().unwrap()).unwrap();
+            let copied = std::process::Command::new("cp")
+                .arg("-a")
+                .arg(fixtures.dir.join("compat").join(case))
+                .arg(&compat)
+                .status()
+                .unwrap();
+            assert!(copied.success());
+            bundle.set_process(
+                &["sh", "-c", "ldconfig -p | grep 'libcuda.so.1 '"],
+                &["NVIDIA_VISIBLE_DEVICES=0"],
+            );
+            let config_file = bundle.dir.join("gpurun.toml");
+            fs::write(&config_file, config).unwrap();
+            let rt = Runtime::as_who(who.clone());
+            let dir = bundle.dir.to_string_lossy();
+            let mut cmd = rt.command(fixtures.args(&["run", "--bundle", &dir, &unique("compat")]));
+            cmd.env("GPURUN_CONFIG", &config_file);
+            let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
+            assert_eq!(out.code, 0, "{who:?} {case}: {}", out.stderr);
+            let want = if used {
+                "=> /usr/local/cuda/compat/libcuda.so.1"
+            } else {
+                "=> /usr/lib/x86_64-linux-gnu/libcuda.so.1"
+            };
+            assert!(
+                out.stdout.contains(want),
+                "{who:?} {case} {config:?}: {}",
+                out.stdout
+            );
+            // gpu plan says so, and why.
+            let mut plan = rt.command(fixtures.args(&["gpu", "plan", &dir]));
+            plan.env("GPURUN_CONFIG", &config_file);
+            let plan = run_cmd(&mut plan, std::time::Duration::from_secs(60));
+            if config.is_empty() {
+                let line = plan
+                    .stdout
+                    .lines()
+                    .find(|l| l.starts_with("CUDA compat"))
+                    .unwrap_or_default();
+                assert!(
+                    line.contains(if used { " used: " } else { " not used: " }),
+                    "{case}: {line:?} {}",
+                    plan.stderr
+                );
+            } else {
+                assert!(!plan.stdout.contains("CUDA compat"), "{}", plan.stdout);
+            }
+            assert!(rt.leftovers().is_empty());
+        }
+    }
+}

@@ -1,4 +1,6 @@
-//! Reading a shared library's SONAME from its ELF dynamic section.
+//! Reading a shared library's SONAME from its ELF dynamic section, and a
+//! named section (the CUDA compat library's note). Files may come from an
+//! image: every offset and size is checked, nothing large is read.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -82,6 +84,49 @@ pub fn soname_of(file: &mut File) -> Option<String> {
     let bytes = read_at(file, at, 256).or_else(|| read_at(file, at, 64))?;
     let len = bytes.iter().position(|&b| b == 0)?;
     String::from_utf8(bytes[..len].to_vec()).ok()
+}
+
+const SHT_NOTE: u32 = 7;
+
+/// A note section of a 64-bit little-endian ELF file: its bytes (at most
+/// 64 KiB) and alignment.
+pub fn note_section(file: &mut File, name: &str) -> Option<(Vec<u8>, u64)> {
+    let header = read_at(file, 0, 64)?;
+    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
+        return None;
+    }
+    let shoff = u64_at(&header, 0x28)?;
+    let shentsize = u16_at(&header, 0x3a)? as usize;
+    let shnum = u16_at(&header, 0x3c)? as usize;
+    let shstrndx = u16_at(&header, 0x3e)? as usize;
+    if shentsize < 64 || shnum > 4096 || shstrndx >= shnum {
+        return None;
+    }
+    let shdrs = read_at(file, shoff, shentsize * shnum)?;
+    let section = |i: usize| -> Option<(u32, u32, u64, u64, u64)> {
+        let h = shdrs.get(i * shentsize..(i + 1) * shentsize)?;
+        Some((
+            u32_at(h, 0)?,
+            u32_at(h, 4)?,
+            u64_at(h, 0x18)?,
+            u64_at(h, 0x20)?,
+            u64_at(h, 0x30)?,
+        ))
+    };
+    let (_, _, str_off, str_size, _) = section(shstrndx)?;
+    let names = read_at(file, str_off, str_size.min(1 << 16) as usize)?;
+    for i in 0..shnum {
+        let (name_at, kind, offset, size, align) = section(i)?;
+        let tail = names.get(name_at as usize..)?;
+        let end = tail.iter().position(|&b| b == 0)?;
+        if kind == SHT_NOTE && &tail[..end] == name.as_bytes() {
+            if size > 1 << 16 {
+                return None;
+            }
+            return Some((read_at(file, offset, size as usize)?, align));
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use crate::caps::Capability;
+use crate::cuda_compat;
 use crate::devlist::{DeviceRef, DeviceSelection};
 use crate::gated::{self, Gated, ImexChannels};
 use crate::inventory::{DeviceNode, DriverFile, FileKind, Gpu, Inventory};
@@ -31,6 +32,23 @@ pub struct Plan {
     pub proc_driver_nvidia: Option<ProcDriverNvidia>,
     /// Indexes into hooks.prestart to remove (Docker's toolkit hook).
     pub drop_prestart_hooks: Vec<usize>,
+    /// The image's CUDA forward-compatibility library, and whether it is
+    /// put before the host's in the linker cache.
+    pub cuda_compat: Option<CudaCompat>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CudaCompat {
+    /// The library, as the container sees it.
+    pub library: PathBuf,
+    pub used: bool,
+    pub why: String,
+    #[serde(skip)]
+    pub dir: PathBuf,
+    /// The library names in the directory.
+    #[serde(skip)]
+    pub names: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -489,6 +507,25 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
     }
     mounts.sort_by(|a, b| a.destination.cmp(&b.destination));
     mounts.dedup_by(|a, b| a.destination == b.destination);
+    let cuda_compat = match &rootfs_handle {
+        Some(root)
+            if gpu_request && caps.contains(&Capability::Compute) && !req.cuda_compat_disabled =>
+        {
+            find_cuda_compat(root, inv)
+        }
+        _ => None,
+    };
+    if let Some(compat) = cuda_compat.as_ref().filter(|c| c.used) {
+        // The compat directory first: its libraries' names point there.
+        for entry in ldcache_entries
+            .iter_mut()
+            .filter(|e| e.flags == ldcache::FLAG_X86_64_LIBC6)
+        {
+            if compat.names.contains(&entry.name) {
+                entry.path = compat.dir.join(&entry.name).to_string_lossy().into_owned();
+            }
+        }
+    }
     ldcache_entries.sort_by(|a, b| a.name.cmp(&b.name));
     ldcache_entries.dedup();
 
@@ -532,6 +569,64 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         ldcache: ldcache_entries,
         proc_driver_nvidia: gpu_request.then(|| proc_copy(inv)).flatten(),
         drop_prestart_hooks: req.docker_hooks.clone(),
+        cuda_compat,
+    })
+}
+
+/// The image's CUDA forward-compatibility library, if it has one, and
+/// whether it is used. The directory is resolved inside the rootfs and the
+/// library opened there without following a final symlink: an image's
+/// links never lead gpurun to a host file.
+fn find_cuda_compat(root: &Rootfs, inv: &Inventory) -> Option<CudaCompat> {
+    let dir = root.real_dir(Path::new(cuda_compat::COMPAT_DIR))?;
+    let host_dir = root.host_path().join(dir.strip_prefix("/").unwrap_or(&dir));
+    let names: Vec<String> = std::fs::read_dir(&host_dir)
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    // libcuda.so.<major>.<minor>[.<patch>]: exactly one, as the toolkit wants.
+    let libraries: Vec<&String> = names
+        .iter()
+        .filter(|n| {
+            n.strip_prefix("libcuda.so.")
+                .is_some_and(|v| v.contains('.'))
+        })
+        .collect();
+    let [library] = libraries.as_slice() else {
+        return Some(CudaCompat {
+            library: dir.clone(),
+            used: false,
+            why: format!("{} libcuda.so.*.* files in it, not one", libraries.len()),
+            dir,
+            names: Vec::new(),
+        });
+    };
+    let version = library.trim_start_matches("libcuda.so.").to_owned();
+    let path = dir.join(library);
+    let note = root
+        .open_in(
+            &path,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
+        )
+        .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+        .and_then(|mut f| crate::elf::note_section(&mut f, cuda_compat::NOTE_SECTION))
+        .and_then(|(bytes, align)| cuda_compat::parse_note(&bytes, align));
+    let (used, why) = cuda_compat::decide(
+        &version,
+        note.as_ref(),
+        &inv.driver_version,
+        inv.cuda_version.as_deref(),
+    );
+    let mut names: Vec<String> = names.into_iter().filter(|n| n.contains(".so.")).collect();
+    names.sort();
+    Some(CudaCompat {
+        library: path,
+        used,
+        why,
+        dir,
+        names,
     })
 }
 

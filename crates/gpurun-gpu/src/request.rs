@@ -42,6 +42,9 @@ pub struct Request {
     pub imex_channels: Option<ImexChannels>,
     /// GDS, MOFED, GDRCopy, NVSwitch: only with a GPU request.
     pub gated: BTreeSet<Gated>,
+    /// `cuda-compat-mode = "disabled"`: the image's CUDA compat library is
+    /// never used.
+    pub cuda_compat_disabled: bool,
 }
 
 /// A device request that did not count.
@@ -76,6 +79,16 @@ pub struct RequestPolicy {
     #[serde(rename = "accept-nvidia-visible-devices-as-volume-mounts")]
     pub accept_volume_mounts: bool,
     pub annotation_prefixes: Vec<String>,
+    /// `ldconfig` (the image's newer CUDA compat library first in the
+    /// linker cache) or `disabled`.
+    pub cuda_compat_mode: CudaCompatMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CudaCompatMode {
+    Ldconfig,
+    Disabled,
 }
 
 impl Default for RequestPolicy {
@@ -84,6 +97,7 @@ impl Default for RequestPolicy {
             accept_envvar_unprivileged: true,
             accept_volume_mounts: false,
             annotation_prefixes: vec!["cdi.k8s.io/".to_owned()],
+            cuda_compat_mode: CudaCompatMode::Ldconfig,
         }
     }
 }
@@ -444,6 +458,7 @@ fn read(
         ignored,
         imex_channels: imex,
         gated,
+        cuda_compat_disabled: policy.cuda_compat_mode == CudaCompatMode::Disabled,
     })
 }
 

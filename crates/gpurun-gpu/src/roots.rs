@@ -19,6 +19,7 @@
 //! accept-nvidia-visible-devices-envvar-when-unprivileged = false
 //! accept-nvidia-visible-devices-as-volume-mounts = true
 //! annotation-prefixes = ["cdi.k8s.io/"]
+//! cuda-compat-mode = "ldconfig"   # or "disabled"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::request::RequestPolicy;
+use crate::request::{CudaCompatMode, RequestPolicy};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -63,9 +64,10 @@ struct ConfigFile {
     accept_nvidia_visible_devices_envvar_when_unprivileged: Option<bool>,
     accept_nvidia_visible_devices_as_volume_mounts: Option<bool>,
     annotation_prefixes: Option<Vec<String>>,
+    cuda_compat_mode: Option<CudaCompatMode>,
 }
 
-const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts and annotation-prefixes";
+const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts, annotation-prefixes and cuda-compat-mode (ldconfig or disabled)";
 
 /// The config files merged, a later file's keys over an earlier one's.
 fn read_config(env: &dyn Fn(&str) -> Option<String>) -> Result<ConfigFile> {
@@ -104,6 +106,7 @@ fn read_config(env: &dyn Fn(&str) -> Option<String>) -> Result<ConfigFile> {
                 .accept_nvidia_visible_devices_as_volume_mounts
                 .or(file.accept_nvidia_visible_devices_as_volume_mounts),
             annotation_prefixes: parsed.annotation_prefixes.or(file.annotation_prefixes),
+            cuda_compat_mode: parsed.cuda_compat_mode.or(file.cuda_compat_mode),
         };
     }
     Ok(file)
@@ -123,6 +126,7 @@ pub fn request_policy(env: &dyn Fn(&str) -> Option<String>) -> Result<RequestPol
         annotation_prefixes: file
             .annotation_prefixes
             .unwrap_or(defaults.annotation_prefixes),
+        cuda_compat_mode: file.cuda_compat_mode.unwrap_or(defaults.cuda_compat_mode),
     })
 }
 

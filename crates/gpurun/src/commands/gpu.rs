@@ -170,6 +170,14 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             if plan.proc_driver_nvidia.is_some() {
                 println!("masked         /proc/driver/nvidia");
             }
+            if let Some(compat) = &plan.cuda_compat {
+                println!(
+                    "CUDA compat    {} {}: {}",
+                    compat.library.display(),
+                    if compat.used { "used" } else { "not used" },
+                    compat.why
+                );
+            }
         }
         GpuCommand::Verify { .. } => unreachable!("dispatched to verify::verify"),
         GpuCommand::Cdi { output, kind } => {
