@@ -676,6 +676,17 @@ fn run_with_config(
     env: &[&str],
     edit: impl FnOnce(&mut serde_json::Value),
 ) -> (Ran, String) {
+    run_with_config_flags(who, config, env, &[], edit)
+}
+
+/// `run_with_config` with `flags` after `run`.
+fn run_with_config_flags(
+    who: &As,
+    config: &str,
+    env: &[&str],
+    flags: &[&str],
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> (Ran, String) {
     let user = match who {
         As::Root => None,
         As::User(u) => Some(u),
@@ -688,16 +699,11 @@ fn run_with_config(
     fs::write(&config_file, config).unwrap();
     let rt = Runtime::as_who(who.clone());
     let (dir, log_arg) = (bundle.dir.to_string_lossy(), log.to_string_lossy());
-    let mut cmd = rt.command(GpuFixtures::get().args(&[
-        "--log",
-        &log_arg,
-        "--log-format",
-        "json",
-        "run",
-        "--bundle",
-        &dir,
-        &unique("tenant"),
-    ]));
+    let id = unique("tenant");
+    let mut args = vec!["--log", &log_arg, "--log-format", "json", "run"];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&["--bundle", &dir, &id]);
+    let mut cmd = rt.command(GpuFixtures::get().args(&args));
     cmd.env("GPURUN_CONFIG", &config_file);
     let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
     assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
@@ -778,6 +784,14 @@ fn on_a_shared_node_only_the_schedulers_allocation_counts() {
                 "/dev/nvidia-uvm",
                 "smi=9"
             ],
+            "{who:?}: {}",
+            out.stderr
+        );
+        // `gpurun run --gpus` is the invoker's own request.
+        let (out, _) = run_with_config_flags(&who, STRICT, &[], &["--gpus", "0"], |_| {});
+        assert_eq!(
+            lines(&out),
+            ["/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm", "smi=9"],
             "{who:?}: {}",
             out.stderr
         );

@@ -211,7 +211,17 @@ fn apply_gpu(
     slurm_step: Option<&StepCgroup>,
 ) -> Result<()> {
     logging::start_steps();
-    let req = request::from_spec(spec, driver_paths::request_policy)?;
+    // `gpurun run --gpus` is the invoker's own request, not the image's or
+    // a tenant's env: it counts whatever the shared-node settings say.
+    let gpus_flag = opts
+        .extra_env
+        .iter()
+        .any(|e| e.starts_with("NVIDIA_VISIBLE_DEVICES="));
+    let req = request::from_spec(spec, || {
+        let mut policy = driver_paths::request_policy()?;
+        policy.accept_envvar_unprivileged |= gpus_flag;
+        Ok(policy)
+    })?;
     for ignored in &req.ignored {
         tracing::warn!("{ignored}");
     }
