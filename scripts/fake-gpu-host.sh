@@ -223,6 +223,12 @@ WRAP
 esac
 # The root's own linker cache, as a real host's would list the libraries.
 ldconfig -r "$root" -X 2>/dev/null || ldconfig -r "$root"
+# The fabric manager's and persistenced's sockets (no daemon listens), which
+# libnvidia-container mounts for utility.
+for sock in nvidia-fabricmanager nvidia-persistenced; do
+  mkdir -p "$driver_root/run/$sock"
+  python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$driver_root/run/$sock/socket"
+done
 # GPUDirect Storage's config, which a GDS container gets read-only.
 mkdir -p "$driver_root/etc"
 printf '{ "logging": { "level": "ERROR" } }\n' > "$driver_root/etc/cufile.json"

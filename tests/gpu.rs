@@ -447,7 +447,13 @@ fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
     // libgles-nvidia2 and the glvnd and Vulkan vendor files (graphics).
     assert_eq!(
         names("utility"),
-        want(&["libnvidia-cfg.so.VER", "libnvidia-ml.so.VER", "nvidia-smi"])
+        want(&[
+            "libnvidia-cfg.so.VER",
+            "libnvidia-ml.so.VER",
+            "nvidia-smi",
+            "socket",
+            "socket"
+        ])
     );
     assert_eq!(
         names("compute"),
@@ -945,6 +951,11 @@ fn gated_devices_come_with_a_gpu_when_enabled() {
             ],
             "{who:?}"
         );
+        // The fabric manager's socket (NVSwitch systems) comes with utility.
+        let (out, _) = run_with_config(&who, "", &["NVIDIA_VISIBLE_DEVICES=0"], |c| {
+            c["process"]["args"] = json!(["sh", "-c", "[ -S /run/nvidia-fabricmanager/socket ] && echo fm; [ -S /run/nvidia-persistenced/socket ] && echo pd; echo end"]);
+        });
+        assert_eq!(lines(&out), ["fm", "pd", "end"], "{who:?}: {}", out.stderr);
         // By CDI name, one family.
         let got = extra_nodes(
             &who,

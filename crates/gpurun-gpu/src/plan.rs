@@ -460,7 +460,11 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
                         .clone()
                         .unwrap_or_else(|| Path::new("/").join(&f.path_in_root)),
                     options: match f.kind {
-                        FileKind::Firmware | FileKind::Config => ro_options(false),
+                        // A read-only mount refuses writes to files, not
+                        // connects to a socket in it.
+                        FileKind::Firmware | FileKind::Config | FileKind::Socket => {
+                            ro_options(false)
+                        }
                         _ => vec![
                             "nosuid".into(),
                             "nodev".into(),
