@@ -209,11 +209,20 @@ fn read(
     let annotations: Vec<(&String, &String)> = spec.annotations().iter().flatten().collect();
     let env_imex = env.get("NVIDIA_IMEX_CHANNELS");
 
+    // Engines annotate every container: only one whose annotations name a
+    // CDI device (`vendor.com/class=name`) may be asking.
+    let names_a_cdi_device = |value: &str| {
+        value.split(',').any(|item| {
+            item.trim()
+                .split_once('=')
+                .is_some_and(|(kind, _)| kind.contains('/'))
+        })
+    };
     let asks = env_devices != DeviceSelection::Void
         || !volume.is_empty()
         || !volume_imex.is_empty()
         || env_imex.is_some()
-        || !annotations.is_empty();
+        || annotations.iter().any(|(_, v)| names_a_cdi_device(v));
     let policy = if asks {
         policy()?
     } else {
@@ -527,6 +536,12 @@ mod tests {
             || anyhow::bail!("read"),
         );
         assert!(r.is_err());
+        // An engine's own annotations are no request.
+        let engine = spec(serde_json::json!({
+            "env": ["PATH=/bin"],
+            "annotations": {"io.kubernetes.cri.container-type": "container", "org.example/args": "a=b"}
+        }));
+        assert!(from_spec(&engine, || anyhow::bail!("read")).is_ok());
     }
 
     #[test]
