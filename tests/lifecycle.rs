@@ -841,3 +841,111 @@ fn inside_a_user_namespace_the_reexec_uses_the_overlay() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A state root that fills up at each point of a create: every create
+/// either works or fails with one line that names the full state root,
+/// and leaves nothing behind (no state, no process, no cgroup, no mount),
+/// as root and rootless.
+#[test]
+fn a_full_state_root_fails_with_one_line_and_leaves_nothing() {
+    require_root!();
+    for who in [As::Root, As::User(TestUser::get())] {
+        let (bundle, uid) = match &who {
+            As::Root => (Bundle::busybox(), 0),
+            As::User(user) => (Bundle::busybox_rootless(user), user.uid),
+        };
+        bundle.set_args(&["true"]);
+        let mut rt = Runtime::as_who(who.clone());
+        let small = Scratch::new("full-root");
+        let root = small.path().join("root");
+        fs::create_dir(&root).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size=16k,uid={uid},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(mounted.success());
+        let _unmount = Unmount(root.clone());
+        rt.root = root.clone();
+        let b = bundle.dir.to_str().unwrap();
+        let mut failed = 0;
+        // tmpfs counts pages: fill 0 to 3 of its 4 pages.
+        for pages in 0..4 {
+            fs::write(root.join("fill"), vec![b'0'; pages * 4096]).unwrap();
+            let id = unique("full");
+            let out = rt.run(["create", "--bundle", b, &id]);
+            if out.code == 0 {
+                rt.run(["delete", "--force", &id]).ok();
+            } else {
+                failed += 1;
+                assert_eq!(out.code, 1, "{who:?} {pages}: {}", out.stderr);
+                assert_eq!(
+                    out.stderr.lines().count(),
+                    1,
+                    "{who:?} {pages}: {}",
+                    out.stderr
+                );
+                assert!(
+                    out.stderr.contains("No space left on device")
+                        && out
+                            .stderr
+                            .contains("is full; free space there or give another --root"),
+                    "{who:?} {pages}: {}",
+                    out.stderr
+                );
+            }
+            let left: Vec<String> = fs::read_dir(&root)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "fill")
+                .collect();
+            assert!(
+                left.is_empty(),
+                "{who:?} {pages}: left {left:?}: {}",
+                out.stderr
+            );
+            let procs = processes_mentioning(&id);
+            let shown: Vec<String> = procs
+                .iter()
+                .map(|p| {
+                    fs::read_to_string(format!("/proc/{p}/cmdline"))
+                        .unwrap_or_default()
+                        .replace('\0', " ")
+                })
+                .collect();
+            assert!(
+                procs.is_empty(),
+                "{who:?} {pages}: a process left: {shown:?} {}",
+                out.stderr
+            );
+            assert!(
+                cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
+                "{who:?} {pages}: cgroup left"
+            );
+            assert!(
+                mounts_mentioning(&id).is_empty(),
+                "{who:?} {pages}: mount left"
+            );
+        }
+        assert!(failed >= 2, "{who:?}: the state root never filled up");
+    }
+}
+
+/// Unmounts a test's own mount when the test ends, passed or not.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}

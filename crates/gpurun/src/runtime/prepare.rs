@@ -192,10 +192,11 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     apply_rootless(&mut spec)?;
     check_devices_can_be_opened(&spec)?;
 
+    // Written whole and checked: a write that fails (a full state root)
+    // must say so, not leave an empty file for the create to misread.
     let config = prepared.dir.join("config.json");
-    let file = fs::File::create(&config).with_context(|| format!("write {}", config.display()))?;
-    serde_json::to_writer(std::io::BufWriter::new(file), &spec)
-        .with_context(|| format!("write {}", config.display()))?;
+    let text = serde_json::to_vec(&spec).context("serialize the container's config")?;
+    fs::write(&config, text).map_err(|e| state_write_error(&config, opts.root, e))?;
     prepared.spec = spec;
     Ok(prepared)
 }
@@ -500,4 +501,17 @@ fn apply_rootless(spec: &mut Spec) -> Result<()> {
     }
     linux.set_resources(None);
     Ok(())
+}
+
+/// A failed write under the state root, with the fix when it is full.
+pub fn state_write_error(path: &Path, root: &Path, e: std::io::Error) -> anyhow::Error {
+    if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
+        anyhow::anyhow!(
+            "write {}: {e}: the state root {} is full; free space there or give another --root",
+            path.display(),
+            root.display()
+        )
+    } else {
+        anyhow::anyhow!("write {}: {e}", path.display())
+    }
 }

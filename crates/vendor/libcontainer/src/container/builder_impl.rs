@@ -211,6 +211,23 @@ impl ContainerBuilderImpl {
                 LibcontainerError::MainProcess(err)
             })?;
 
+        if let Err(err) = self.record_init(init_pid) {
+            // gpurun patch: the init exists but nothing will record, start or
+            // reap it (a state file that cannot be written: a full state
+            // root). It is this process's child (cloned as the intermediate's
+            // sibling) and not yet reaped, so its pid is still its own: kill
+            // and reap it. Without a cgroup (rootless) nothing else would.
+            let _ = nix::sys::signal::kill(init_pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(init_pid, None);
+            return Err(err);
+        }
+
+        Ok(init_pid)
+    }
+
+    /// Sets up Intel RDT for the init and saves the container's state with
+    /// its pid.
+    fn record_init(&mut self, init_pid: Pid) -> Result<(), LibcontainerError> {
         let mut intel_rdt_dir = None;
         let mut intel_rdt_monitoring_dir = None;
         if let Some(linux) = self.spec.linux() {
@@ -232,8 +249,7 @@ impl ContainerBuilderImpl {
                 .set_intel_rdt_monitoring_dir(intel_rdt_monitoring_dir)
                 .save()?;
         }
-
-        Ok(init_pid)
+        Ok(())
     }
 
     fn cleanup_container(&self) -> Result<(), LibcontainerError> {
