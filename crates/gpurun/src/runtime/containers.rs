@@ -39,13 +39,18 @@ pub fn creating_dir(root: &Path, id: &str) -> PathBuf {
 /// container's process, where close-on-exec drops it).
 const CREATOR_LOCK: &str = "creator.lock";
 
+/// Takes the lock before the file has its name: a `delete --force` that
+/// finds `creator.lock` never finds it unlocked while the create lives (it
+/// would take the create for a dead one and remove its directory).
 pub fn lock_creator(creating_dir: &Path) -> Result<std::fs::File> {
     let path = creating_dir.join(CREATOR_LOCK);
+    let unnamed = creating_dir.join(format!("{CREATOR_LOCK}.new"));
     let file =
-        std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+        std::fs::File::create(&unnamed).with_context(|| format!("create {}", unnamed.display()))?;
     if !try_lock(&file) {
-        bail!("{} is locked by another gpurun", path.display());
+        bail!("{} is locked by another gpurun", unnamed.display());
     }
+    std::fs::rename(&unnamed, &path).with_context(|| format!("create {}", path.display()))?;
     Ok(file)
 }
 
@@ -55,30 +60,104 @@ fn try_lock(file: &std::fs::File) -> bool {
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
-/// Stops what a killed create left running: libcontainer's intermediate
-/// process may still be joining cgroups, and init may be waiting. Kills
-/// every process in the container's own cgroup (and nothing else) until
-/// the creator lock is free, so no process of the create can make a cgroup
-/// directory after `delete` removed them. Gives up after five seconds.
-pub fn stop_killed_create(container: &Container, creating_dir: &Path) {
-    let Ok(lock) = std::fs::File::open(creating_dir.join(CREATOR_LOCK)) else {
-        return; // no create got as far as forking
-    };
-    let cgroup = container.spec().ok().map(|config| config.cgroup_path);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+/// The id's working directory held by a forced `delete` (see `hold_id`);
+/// removed when dropped.
+pub struct HeldId {
+    dir: PathBuf,
+    _lock: std::fs::File,
+}
+
+impl Drop for HeldId {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Takes the id's `@creating` directory, the lock a create takes, waiting
+/// up to ten seconds for a live create (or delete) to end and removing
+/// one a killed create left.
+pub fn hold_id(root: &Path, id: &str) -> Result<HeldId> {
+    let dir = creating_dir(root, id);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        if let Some(path) = &cgroup {
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                return match lock_creator(&dir) {
+                    Ok(lock) => Ok(HeldId { dir, _lock: lock }),
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        Err(e)
+                    }
+                };
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if !create_is_live(&dir) {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    continue;
+                }
+                if std::time::Instant::now() > deadline {
+                    bail!(
+                        "container {id:?} is being created or deleted by another gpurun: try again"
+                    );
+                }
+                let cgroup = load(root, id)
+                    .ok()
+                    .and_then(|c| c.spec().ok())
+                    .map(|config| config.cgroup_path);
+                wait_for_create(id, &dir, cgroup.as_deref());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+                "container {id:?} does not exist in {}: see \"gpurun list\"",
+                root.display()
+            ),
+            Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
+        }
+    }
+}
+
+/// Whether a create is working in `creating_dir`: its creator lock held,
+/// or (made right after the directory) not there yet on a young directory.
+pub fn create_is_live(creating_dir: &Path) -> bool {
+    if !creating_dir.is_dir() {
+        return false;
+    }
+    match std::fs::File::open(creating_dir.join(CREATOR_LOCK)) {
+        Ok(lock) => !try_lock(&lock),
+        Err(_) => std::fs::metadata(creating_dir)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < std::time::Duration::from_secs(5)),
+    }
+}
+
+/// Waits for a create of `id` that is under way, or was killed halfway,
+/// to end: its working directory gone (it finished, or failed and cleaned
+/// up) or its creator lock free (no process of it is left). Meanwhile it
+/// kills every process in the container's own cgroup (and nothing else),
+/// so that no process of a killed create can make a cgroup directory
+/// after `delete` removed them. Gives up after five seconds.
+pub fn wait_for_create(id: &str, creating_dir: &Path, cgroup: Option<&Path>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut lock = None;
+    loop {
+        if let Some(path) = cgroup {
             for pid in crate::runtime::cgroup_path::pids(path) {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             }
         }
-        let free = try_lock(&lock);
+        if !creating_dir.exists() {
+            return;
+        }
+        if lock.is_none() {
+            // Made right after the directory: its absence for long means
+            // the create died before it.
+            lock = std::fs::File::open(creating_dir.join(CREATOR_LOCK)).ok();
+        }
+        let free = lock.as_ref().is_some_and(try_lock);
         if free || std::time::Instant::now() > deadline {
             if !free {
-                tracing::warn!(
-                    "processes of the killed create of {:?} are still alive",
-                    container.id()
-                );
+                tracing::warn!("processes of the create of {id:?} are still alive");
             }
             return;
         }
@@ -209,6 +288,19 @@ pub fn cgroup_manager(container: &Container) -> Result<libcgroups::common::AnyCg
 /// while empty: Slurm's own (holding the step's tasks) and those of
 /// another container in the step refuse rmdir and stay.
 pub fn delete(container: &mut Container, force: bool) -> Result<(), LibcontainerError> {
+    if force && !has_cgroup(container) {
+        // Without a cgroup, killing init (and its pid namespace) is how a
+        // rootless container is stopped; libcontainer's kill of "all" finds
+        // no process to signal there (nor once its state is gone).
+        let _ = container.refresh_status();
+        if container.status() != libcontainer::container::ContainerStatus::Stopped {
+            let _ = container.kill(
+                libcontainer::signal::Signal::try_from("KILL").expect("valid"),
+                false,
+            );
+            wait_gone(container);
+        }
+    }
     let cgroup = container.spec().ok().map(|config| config.cgroup_path);
     container.delete(force)?;
     if let Some(path) = cgroup {

@@ -103,7 +103,9 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     let container = match container {
         Ok(container) => container,
         Err(e) => {
-            remove_unstarted_state_dir(&ctx.root, args.id);
+            if !matches!(e, libcontainer::error::LibcontainerError::Exist) {
+                remove_unstarted_state_dir(&ctx.root, args.id);
+            }
             run_poststop_hooks_after_failed_create(args.id, &prepared);
             // libcontainer removed the container's cgroup; a Slurm step's
             // parents made for it go too (see containers::delete).
