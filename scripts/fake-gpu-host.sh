@@ -227,7 +227,9 @@ ldconfig -r "$root" -X 2>/dev/null || ldconfig -r "$root"
 # libnvidia-container mounts for utility.
 for sock in nvidia-fabricmanager nvidia-persistenced; do
   mkdir -p "$driver_root/run/$sock"
-  python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$driver_root/run/$sock/socket"
+  # Bound by its relative name: a fixture's full path can pass AF_UNIX's
+  # 108-byte limit.
+  (cd "$driver_root/run/$sock" && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("socket")')
 done
 # GPUDirect Storage's config, which a GDS container gets read-only.
 mkdir -p "$driver_root/etc"
