@@ -949,3 +949,85 @@ impl Drop for Unmount {
             .status();
     }
 }
+
+/// A create that died while a child of it lives on (holding its creator
+/// lock) does not lock its id for ever: a forced delete takes the id over.
+/// A live one is waited for, and then refused with one line.
+#[test]
+fn a_forced_delete_takes_over_from_a_dead_create_only() {
+    require_root!();
+    let rt = Runtime::new();
+    let root = rt.root.clone();
+    fs::create_dir_all(&root).unwrap();
+    let hold = |id: &str, holder: &str| {
+        let dir = root.join(format!("{id}@creating"));
+        fs::create_dir_all(&dir).unwrap();
+        let lock = dir.join("creator.lock");
+        fs::write(&lock, holder).unwrap();
+        std::process::Command::new("flock")
+            .arg(&lock)
+            .args(["sleep", "30"])
+            .spawn()
+            .unwrap()
+    };
+    wait_until_locked(
+        &mut hold("dead", "1 0"),
+        &root.join("dead@creating/creator.lock"),
+    );
+    let out = rt.run(["delete", "--force", "dead"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!root.join("dead@creating").exists());
+
+    let mut alive = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let stat = fs::read_to_string(format!("/proc/{}/stat", alive.id())).unwrap();
+    let start = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .to_owned();
+    let mut holder = hold("live", &format!("{} {start}", alive.id()));
+    wait_until_locked(&mut holder, &root.join("live@creating/creator.lock"));
+    let out = rt.run(["delete", "--force", "live"]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .contains("is being created or deleted by another gpurun"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        root.join("live@creating").exists(),
+        "a live create's directory was taken"
+    );
+    let _ = alive.kill();
+    let _ = holder.kill();
+    let _ = alive.wait();
+    let _ = holder.wait();
+    let _ = fs::remove_dir_all(root.join("live@creating"));
+}
+
+/// Waits until `flock` holds `lock` (its child runs).
+fn wait_until_locked(flock: &mut std::process::Child, lock: &std::path::Path) {
+    for _ in 0..200 {
+        let held = std::process::Command::new("flock")
+            .args(["-n", "-E", "99"])
+            .arg(lock)
+            .arg("true")
+            .status()
+            .unwrap()
+            .code()
+            == Some(99);
+        if held {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = flock.kill();
+    panic!("flock never took {}", lock.display());
+}

@@ -42,13 +42,20 @@ const CREATOR_LOCK: &str = "creator.lock";
 /// Takes the lock before the file has its name: a `delete --force` that
 /// finds `creator.lock` never finds it unlocked while the create lives (it
 /// would take the create for a dead one and remove its directory).
+/// The file names its holder (pid and start time), so that a create killed
+/// while its children live on (holding the lock) is known for dead.
 pub fn lock_creator(creating_dir: &Path) -> Result<std::fs::File> {
+    use std::io::Write;
     let path = creating_dir.join(CREATOR_LOCK);
     let unnamed = creating_dir.join(format!("{CREATOR_LOCK}.new"));
-    let file =
+    let mut file =
         std::fs::File::create(&unnamed).with_context(|| format!("create {}", unnamed.display()))?;
     if !try_lock(&file) {
         bail!("{} is locked by another gpurun", unnamed.display());
+    }
+    let me = std::process::id() as i32;
+    if let Some(start) = start_time(me) {
+        let _ = write!(file, "{me} {start}");
     }
     std::fs::rename(&unnamed, &path).with_context(|| format!("create {}", path.display()))?;
     Ok(file)
@@ -122,12 +129,34 @@ pub fn create_is_live(creating_dir: &Path) -> bool {
         return false;
     }
     match std::fs::File::open(creating_dir.join(CREATOR_LOCK)) {
-        Ok(lock) => !try_lock(&lock),
+        Ok(lock) => !try_lock(&lock) && holder_alive(&lock),
         Err(_) => std::fs::metadata(creating_dir)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age < std::time::Duration::from_secs(5)),
+    }
+}
+
+/// A process's start time (clock ticks after boot), from its stat line.
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_comm = &stat[stat.rfind(')')? + 1..];
+    after_comm.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process a held lock file names still runs (a file that names
+/// none, as an older gpurun wrote it, counts as alive).
+fn holder_alive(mut lock: &std::fs::File) -> bool {
+    use std::io::Read;
+    let mut text = String::new();
+    if lock.read_to_string(&mut text).is_err() {
+        return true;
+    }
+    let mut fields = text.split_whitespace().map(str::parse::<u64>);
+    match (fields.next(), fields.next()) {
+        (Some(Ok(pid)), Some(Ok(start))) => start_time(pid as i32) == Some(start),
+        _ => true,
     }
 }
 
