@@ -970,11 +970,11 @@ fn a_forced_delete_takes_over_from_a_dead_create_only() {
             .spawn()
             .unwrap()
     };
-    wait_until_locked(
-        &mut hold("dead", "1 0"),
-        &root.join("dead@creating/creator.lock"),
-    );
+    let mut orphan = hold("dead", "1 0");
+    wait_until_locked(&mut orphan, &root.join("dead@creating/creator.lock"));
     let out = rt.run(["delete", "--force", "dead"]);
+    let _ = orphan.kill();
+    let _ = orphan.wait();
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(!root.join("dead@creating").exists());
 
