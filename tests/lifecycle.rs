@@ -964,9 +964,10 @@ fn a_forced_delete_takes_over_from_a_dead_create_only() {
         fs::create_dir_all(&dir).unwrap();
         let lock = dir.join("creator.lock");
         fs::write(&lock, holder).unwrap();
-        std::process::Command::new("flock")
+        // One process holding the lock: what a create's orphan is.
+        std::process::Command::new("sh")
+            .args(["-c", "exec 9>>\"$0\" && flock 9 && exec sleep 30"])
             .arg(&lock)
-            .args(["sleep", "30"])
             .spawn()
             .unwrap()
     };
