@@ -67,6 +67,38 @@ fn replace_lines(text: &str, is_old: impl Fn(&str) -> bool, ours: &[String]) -> 
     out
 }
 
+/// A config file's text ("" where it is missing) and whether it exists.
+fn read_or_empty(path: &Path) -> Result<(String, bool)> {
+    match fs::read_to_string(path) {
+        Ok(text) => Ok((text, true)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((String::new(), false)),
+        Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
+    }
+}
+
+/// What `write_edit` did.
+enum Edit {
+    Unchanged,
+    /// Printed, for --dry-run.
+    Shown,
+    /// Written; the old file's backup, if there was one.
+    Written(Option<PathBuf>),
+}
+
+/// Replaces `path`'s text `old` with `new` (see `replace_file`), or with
+/// `dry_run` prints what it would become; nothing when they are the same.
+fn write_edit(path: &Path, old: &str, new: &str, existed: bool, dry_run: bool) -> Result<Edit> {
+    if new == old {
+        Ok(Edit::Unchanged)
+    } else if dry_run {
+        println!("# {} would become:", path.display());
+        print!("{new}");
+        Ok(Edit::Shown)
+    } else {
+        replace_file(path, new, existed).map(Edit::Written)
+    }
+}
+
 /// Writes `text` to `path` through a temporary file and a rename, with the
 /// old file's permissions, after copying the old file to a backup.
 fn replace_file(path: &Path, text: &str, existed: bool) -> Result<Option<PathBuf>> {
@@ -115,11 +147,7 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
         .config
         .clone()
         .unwrap_or_else(|| default_config(args.engine));
-    let (old, existed) = match fs::read_to_string(&path) {
-        Ok(text) => (text, true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
-        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
-    };
+    let (old, existed) = read_or_empty(&path)?;
     let new = match args.engine {
         Engine::Containerd => edit_containerd(&old, name, binary_str, args.default),
         Engine::Docker => edit_docker(&old, name, binary_str, args.default),
@@ -136,23 +164,19 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
         Engine::Slurm => "gpurun as the runtime of srun --container".to_owned(),
         _ => format!("runtime {name:?}"),
     };
-    if new == old {
-        println!(
+    match write_edit(&path, &old, &new, existed, args.dry_run)? {
+        Edit::Unchanged => println!(
             "{} already registers {what}: nothing to change",
             path.display()
-        );
-    } else if args.dry_run {
-        println!("# {} would become:", path.display());
-        print!("{new}");
-    } else {
-        let backup = replace_file(&path, &new, existed)?;
-        println!(
+        ),
+        Edit::Shown => {}
+        Edit::Written(backup) => println!(
             "registered {what} ({binary_str}) in {}{}",
             path.display(),
             backup
                 .map(|b| format!("; the old file is in {}", b.display()))
                 .unwrap_or_default()
-        );
+        ),
     }
     match args.engine {
         Engine::Docker => {
@@ -198,29 +222,21 @@ fn write_multi_tenant(args: &SetupArgs) -> Result<()> {
         .clone()
         .or_else(|| std::env::var_os("GPURUN_CONFIG").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("/etc/gpurun/config.toml"));
-    let (old, existed) = match fs::read_to_string(&path) {
-        Ok(text) => (text, true),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), false),
-        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
-    };
+    let (old, existed) = read_or_empty(&path)?;
     let new = edit_gpurun_config(&old).with_context(|| format!("{}", path.display()))?;
-    if new == old {
-        println!(
+    match write_edit(&path, &old, &new, existed, args.dry_run)? {
+        Edit::Unchanged => println!(
             "{} already has the multi-tenant settings: nothing to change",
             path.display()
-        );
-    } else if args.dry_run {
-        println!("# {} would become:", path.display());
-        print!("{new}");
-    } else {
-        let backup = replace_file(&path, &new, existed)?;
-        println!(
+        ),
+        Edit::Shown => {}
+        Edit::Written(backup) => println!(
             "wrote the multi-tenant settings in {}{}: a container's own NVIDIA_VISIBLE_DEVICES counts only if it is privileged; the device plugin's volume mounts and CDI annotations count",
             path.display(),
             backup
                 .map(|b| format!(" (the old file is in {})", b.display()))
                 .unwrap_or_default()
-        );
+        ),
     }
     Ok(())
 }
