@@ -912,17 +912,10 @@ fn a_full_state_root_fails_with_one_line_and_leaves_nothing() {
                 out.stderr
             );
             let procs = processes_mentioning(&id);
-            let shown: Vec<String> = procs
-                .iter()
-                .map(|p| {
-                    fs::read_to_string(format!("/proc/{p}/cmdline"))
-                        .unwrap_or_default()
-                        .replace('\0', " ")
-                })
-                .collect();
             assert!(
                 procs.is_empty(),
-                "{who:?} {pages}: a process left: {shown:?} {}",
+                "{who:?} {pages}: a process left: {:?} {}",
+                describe_processes(&procs),
                 out.stderr
             );
             assert!(

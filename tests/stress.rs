@@ -95,31 +95,7 @@ fn same_id_storms_leave_nothing() {
                 "{who:?} round {round}: state left: {left:?}"
             );
             let procs = processes_mentioning(&id);
-            let shown: Vec<String> = procs
-                .iter()
-                .map(|p| {
-                    let stat =
-                        std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-                    let wchan =
-                        std::fs::read_to_string(format!("/proc/{p}/wchan")).unwrap_or_default();
-                    let pidns = std::fs::read_link(format!("/proc/{p}/ns/pid")).unwrap_or_default();
-                    let cgroup =
-                        std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap_or_default();
-                    let cgroup: String = cgroup
-                        .lines()
-                        .filter(|l| l.contains("pids") || l.starts_with("0::"))
-                        .collect::<Vec<_>>()
-                        .join(";");
-                    let pidns = format!("{} {cgroup}", pidns.display());
-                    format!(
-                        "{} [stat {stat}] [wchan {wchan}] [{}]",
-                        std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                            .unwrap_or_default()
-                            .replace('\0', " "),
-                        pidns
-                    )
-                })
-                .collect();
+            let shown = describe_processes(&procs);
             // Kill what the test would otherwise leave running.
             for p in &procs {
                 let _ = nix::sys::signal::kill(

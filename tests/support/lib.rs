@@ -441,6 +441,32 @@ pub fn processes_mentioning(needle: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Each process as a leak report shows it: command line, stat line, what
+/// it waits in, its pid namespace and its pids (v1) and unified cgroups.
+pub fn describe_processes(pids: &[i32]) -> Vec<String> {
+    let read =
+        |p: i32, file: &str| fs::read_to_string(format!("/proc/{p}/{file}")).unwrap_or_default();
+    pids.iter()
+        .map(|&p| {
+            let cgroups: Vec<String> = read(p, "cgroup")
+                .lines()
+                .filter(|l| l.contains("pids") || l.starts_with("0::"))
+                .map(str::to_owned)
+                .collect();
+            format!(
+                "{} [stat {}] [wchan {}] [{} {}]",
+                read(p, "cmdline").replace('\0', " "),
+                read(p, "stat").trim_end(),
+                read(p, "wchan"),
+                fs::read_link(format!("/proc/{p}/ns/pid"))
+                    .unwrap_or_default()
+                    .display(),
+                cgroups.join(";")
+            )
+        })
+        .collect()
+}
+
 /// The fake GPU host, libcudart and the CUDA probe, built once per test
 /// binary by `scripts/gpu-fixtures.sh` (downloads are cached).
 pub struct GpuFixtures {
