@@ -37,13 +37,16 @@ pub fn soname(path: &Path) -> Option<String> {
     soname_of(&mut File::open(path).ok()?)
 }
 
+/// The 64-byte header of a 64-bit little-endian ELF file.
+fn elf64_le_header(file: &mut File) -> Option<Vec<u8>> {
+    let header = read_at(file, 0, 64)?;
+    (&header[..4] == b"\x7fELF" && header[4] == 2 && header[5] == 1).then_some(header)
+}
+
 /// The SONAME of an open 64-bit little-endian ELF file, if it has one.
 pub fn soname_of(file: &mut File) -> Option<String> {
     let file = &mut *file;
-    let header = read_at(file, 0, 64)?;
-    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
-        return None;
-    }
+    let header = elf64_le_header(file)?;
     let phoff = u64_at(&header, 32)?;
     let phentsize = u16_at(&header, 54)? as usize;
     let phnum = u16_at(&header, 56)? as usize;
@@ -91,10 +94,7 @@ const SHT_NOTE: u32 = 7;
 /// A note section of a 64-bit little-endian ELF file: its bytes (at most
 /// 64 KiB) and alignment.
 pub fn note_section(file: &mut File, name: &str) -> Option<(Vec<u8>, u64)> {
-    let header = read_at(file, 0, 64)?;
-    if &header[..4] != b"\x7fELF" || header[4] != 2 || header[5] != 1 {
-        return None;
-    }
+    let header = elf64_le_header(file)?;
     let shoff = u64_at(&header, 0x28)?;
     let shentsize = u16_at(&header, 0x3a)? as usize;
     let shnum = u16_at(&header, 0x3c)? as usize;
