@@ -19,19 +19,7 @@ import sys
 import tempfile
 import time
 
-
-def drop_to(user):
-    import pwd
-
-    entry = pwd.getpwnam(user)
-    os.initgroups(user, entry.pw_gid)
-    os.setgid(entry.pw_gid)
-    os.setuid(entry.pw_uid)
-    os.environ["HOME"] = entry.pw_dir
-    os.environ["USER"] = user
-    runtime_dir = f"/tmp/gpurun-bench-xdg-{entry.pw_uid}"
-    os.makedirs(runtime_dir, mode=0o700, exist_ok=True)
-    os.environ["XDG_RUNTIME_DIR"] = runtime_dir
+from bench_run import become
 
 
 def burst(command, bundle, n, tag, err_dir):
@@ -72,7 +60,7 @@ def percentile(values, p):
 def main():
     args = sys.argv[1:]
     if args[:1] == ["--as"]:
-        drop_to(args[1])
+        become(args[1])
         args = args[2:]
     rounds, bundle, sizes = int(args[0]), args[1], [int(n) for n in args[2].split()]
     runtimes = [(spec.split("=", 1)[0], shlex.split(spec.split("=", 1)[1])) for spec in args[3:]]

@@ -1,0 +1,36 @@
+# Sourced by the bench scripts (from the repository root): installs what
+# they need, picks the gpurun binary (GPURUN_BIN, else a release build),
+# makes the test user and two `true` bundles on disk, $work/bundle for root
+# and $work/rootless (the user's own rootfs copy and a config that maps the
+# user to the container's root, as `spec --rootless` writes for it), and
+# state directories on tmpfs under $state, where runtimes keep state by
+# default (/run/gpurun, /run/runc); $state/rootless is the user's.
+sh scripts/install-deps.sh
+g=${GPURUN_BIN:-}
+if [ -z "$g" ]; then
+  cargo build --locked --release -p gpurun >/dev/null 2>&1
+  g="$PWD/target/release/gpurun"
+fi
+user=gpurun-test
+sh scripts/test-user.sh "$user"
+work=$(mktemp -d)
+chmod 755 "$work"
+state=$(mktemp -d -p /run)
+chmod 755 "$state"
+trap 'rm -rf "$work" "$state"' EXIT
+only_true() {
+  jq '.process.args = ["true"] | .process.terminal = false' "$1/config.json" > "$1/c" && mv "$1/c" "$1/config.json"
+}
+sh scripts/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
+only_true "$work/bundle"
+sh scripts/busybox-bundle.sh "$work/rootless" "$g" >/dev/null
+rm "$work/rootless/config.json"
+chown -R "$user:" "$work/rootless"
+mkdir "$state/rootless"
+chown "$user:" "$state/rootless"
+(cd "$work/rootless" && setpriv --reuid="$user" --regid="$user" --init-groups "$g" spec --rootless)
+only_true "$work/rootless"
+# crun refuses cgroup v1 hybrid hosts: a probe says whether it runs here.
+crun_runs() {
+  command -v crun >/dev/null && crun --root "$state/crun" run --bundle "$work/bundle" probe >/dev/null 2>&1
+}
