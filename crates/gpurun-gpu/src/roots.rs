@@ -55,9 +55,11 @@ pub struct RootFlags {
     pub proc_root: Option<PathBuf>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// gpurun's config files, merged: what the roots and the request settings
+/// are read from. Read once (`Config::read`) where both are needed.
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct ConfigFile {
+pub struct Config {
     driver_root: Option<PathBuf>,
     dev_root: Option<PathBuf>,
     proc_root: Option<PathBuf>,
@@ -69,65 +71,72 @@ struct ConfigFile {
 
 const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts, annotation-prefixes and cuda-compat-mode (ldconfig or disabled)";
 
-/// The config files merged, a later file's keys over an earlier one's.
-fn read_config(env: &dyn Fn(&str) -> Option<String>) -> Result<ConfigFile> {
-    let mut file = ConfigFile::default();
-    for (path, per_user) in config_files(env) {
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            // The per-user file is found through $HOME, which a daemon
-            // that starts gpurun may have left pointing at another
-            // user's home (slurmd started from a root shell): one that
-            // cannot be read is not this user's, and is passed over.
-            // A file named by GPURUN_CONFIG, or the system one, must
-            // be readable.
-            Err(e) if per_user => {
-                tracing::debug!("skipping {}: {e}", path.display());
-                continue;
-            }
-            Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
-        };
-        let parsed: ConfigFile = toml::from_str(&text).map_err(|e| {
-            anyhow::anyhow!(
-                "{} is not a valid gpurun config: {}; the keys are {KEYS}",
-                path.display(),
-                e.message()
-            )
-        })?;
-        file = ConfigFile {
-            driver_root: parsed.driver_root.or(file.driver_root),
-            dev_root: parsed.dev_root.or(file.dev_root),
-            proc_root: parsed.proc_root.or(file.proc_root),
-            accept_nvidia_visible_devices_envvar_when_unprivileged: parsed
-                .accept_nvidia_visible_devices_envvar_when_unprivileged
-                .or(file.accept_nvidia_visible_devices_envvar_when_unprivileged),
-            accept_nvidia_visible_devices_as_volume_mounts: parsed
-                .accept_nvidia_visible_devices_as_volume_mounts
-                .or(file.accept_nvidia_visible_devices_as_volume_mounts),
-            annotation_prefixes: parsed.annotation_prefixes.or(file.annotation_prefixes),
-            cuda_compat_mode: parsed.cuda_compat_mode.or(file.cuda_compat_mode),
-        };
+impl Config {
+    /// The config files merged, a later file's keys over an earlier one's.
+    pub fn read(env: &dyn Fn(&str) -> Option<String>) -> Result<Config> {
+        let mut file = Config::default();
+        for (path, per_user) in config_files(env) {
+            let text = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                // The per-user file is found through $HOME, which a daemon
+                // that starts gpurun may have left pointing at another
+                // user's home (slurmd started from a root shell): one that
+                // cannot be read is not this user's, and is passed over.
+                // A file named by GPURUN_CONFIG, or the system one, must
+                // be readable.
+                Err(e) if per_user => {
+                    tracing::debug!("skipping {}: {e}", path.display());
+                    continue;
+                }
+                Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+            };
+            let parsed: Config = toml::from_str(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "{} is not a valid gpurun config: {}; the keys are {KEYS}",
+                    path.display(),
+                    e.message()
+                )
+            })?;
+            file = Config {
+                driver_root: parsed.driver_root.or(file.driver_root),
+                dev_root: parsed.dev_root.or(file.dev_root),
+                proc_root: parsed.proc_root.or(file.proc_root),
+                accept_nvidia_visible_devices_envvar_when_unprivileged: parsed
+                    .accept_nvidia_visible_devices_envvar_when_unprivileged
+                    .or(file.accept_nvidia_visible_devices_envvar_when_unprivileged),
+                accept_nvidia_visible_devices_as_volume_mounts: parsed
+                    .accept_nvidia_visible_devices_as_volume_mounts
+                    .or(file.accept_nvidia_visible_devices_as_volume_mounts),
+                annotation_prefixes: parsed.annotation_prefixes.or(file.annotation_prefixes),
+                cuda_compat_mode: parsed.cuda_compat_mode.or(file.cuda_compat_mode),
+            };
+        }
+        Ok(file)
     }
-    Ok(file)
+
+    /// Which device requests count.
+    pub fn request_policy(&self) -> RequestPolicy {
+        let defaults = RequestPolicy::default();
+        RequestPolicy {
+            accept_envvar_unprivileged: self
+                .accept_nvidia_visible_devices_envvar_when_unprivileged
+                .unwrap_or(defaults.accept_envvar_unprivileged),
+            accept_volume_mounts: self
+                .accept_nvidia_visible_devices_as_volume_mounts
+                .unwrap_or(defaults.accept_volume_mounts),
+            annotation_prefixes: self
+                .annotation_prefixes
+                .clone()
+                .unwrap_or(defaults.annotation_prefixes),
+            cuda_compat_mode: self.cuda_compat_mode.unwrap_or(defaults.cuda_compat_mode),
+        }
+    }
 }
 
 /// Which device requests count, from the config files.
 pub fn request_policy(env: &dyn Fn(&str) -> Option<String>) -> Result<RequestPolicy> {
-    let file = read_config(env)?;
-    let defaults = RequestPolicy::default();
-    Ok(RequestPolicy {
-        accept_envvar_unprivileged: file
-            .accept_nvidia_visible_devices_envvar_when_unprivileged
-            .unwrap_or(defaults.accept_envvar_unprivileged),
-        accept_volume_mounts: file
-            .accept_nvidia_visible_devices_as_volume_mounts
-            .unwrap_or(defaults.accept_volume_mounts),
-        annotation_prefixes: file
-            .annotation_prefixes
-            .unwrap_or(defaults.annotation_prefixes),
-        cuda_compat_mode: file.cuda_compat_mode.unwrap_or(defaults.cuda_compat_mode),
-    })
+    Config::read(env).map(|config| config.request_policy())
 }
 
 /// The config files read, lowest precedence first, and whether each is
@@ -149,7 +158,15 @@ fn config_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<(PathBuf, bool)> {
 impl Roots {
     /// Flags, then the environment, then the config files, then defaults.
     pub fn resolve(flags: &RootFlags, env: &dyn Fn(&str) -> Option<String>) -> Result<Roots> {
-        let file = read_config(env)?;
+        Config::read(env).map(|config| Roots::from_config(flags, env, config))
+    }
+
+    /// `resolve` with the config files already read.
+    pub fn from_config(
+        flags: &RootFlags,
+        env: &dyn Fn(&str) -> Option<String>,
+        file: Config,
+    ) -> Roots {
         let pick =
             |flag: &Option<PathBuf>, var: &str, from_file: Option<PathBuf>, default: PathBuf| {
                 flag.clone()
@@ -158,7 +175,7 @@ impl Roots {
                     .unwrap_or(default)
             };
         let defaults = Roots::default();
-        Ok(Roots {
+        Roots {
             driver_root: pick(
                 &flags.driver_root,
                 "GPURUN_DRIVER_ROOT",
@@ -177,7 +194,7 @@ impl Roots {
                 file.proc_root,
                 defaults.proc_root,
             ),
-        })
+        }
     }
 }
 
