@@ -95,18 +95,14 @@ pub fn spec(inv: &Inventory) -> Value {
 /// The host's IMEX channels as their own kind, as the toolkit names them:
 /// one device per channel id, plus "all".
 pub fn imex_spec(inv: &Inventory) -> anyhow::Result<Value> {
-    let Some(major) = inv.imex_major else {
+    if inv.imex_major.is_none() {
         anyhow::bail!(
             "this host's driver has no IMEX channels ({}/devices has no {} line)",
             inv.roots.proc_root.display(),
             crate::gated::IMEX_PROC_DEVICES_NAME
         );
-    };
-    let channels: Vec<&DeviceNode> = inv
-        .other_nodes
-        .iter()
-        .filter(|n| n.major == major && n.path.starts_with(crate::gated::IMEX_DIR))
-        .collect();
+    }
+    let channels: Vec<&DeviceNode> = inv.imex_channels().collect();
     let mut devices: Vec<Value> = channels
         .iter()
         .map(|n| json!({ "name": n.minor.to_string(), "containerEdits": { "deviceNodes": [node(n)] } }))

@@ -51,6 +51,18 @@ pub struct Inventory {
     pub notes: Vec<String>,
 }
 
+impl Inventory {
+    /// The host's IMEX channel nodes: those under
+    /// /dev/nvidia-caps-imex-channels of the major /proc/devices names
+    /// (none where it names none).
+    pub fn imex_channels(&self) -> impl Iterator<Item = &DeviceNode> {
+        let prefix = format!("{}/", gated::IMEX_DIR);
+        self.other_nodes
+            .iter()
+            .filter(move |n| Some(n.major) == self.imex_major && n.path.starts_with(&prefix))
+    }
+}
+
 /// Which source of GPU facts to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {

@@ -254,17 +254,12 @@ fn imex_nodes(inv: &Inventory, channels: &ImexChannels) -> Result<Vec<DeviceNode
             gated::IMEX_PROC_DEVICES_NAME
         );
     };
-    let host_channels = || {
-        inv.other_nodes
-            .iter()
-            .filter(|n| n.path.starts_with(&format!("{}/", gated::IMEX_DIR)) && n.major == major)
-    };
     match channels {
-        ImexChannels::All => Ok(host_channels().cloned().collect()),
+        ImexChannels::All => Ok(inv.imex_channels().cloned().collect()),
         ImexChannels::List(ids) => ids
             .iter()
             .map(|id| {
-                host_channels()
+                inv.imex_channels()
                     .find(|n| n.minor == *id && n.path == format!("{}/channel{id}", gated::IMEX_DIR))
                     .cloned()
                     .ok_or_else(|| {

@@ -3,7 +3,7 @@
 use std::fs;
 
 use anyhow::{Context, Result};
-use gpurun_gpu::{cdi, flow, gated, inventory, request, Source};
+use gpurun_gpu::{cdi, flow, inventory, request, Source};
 
 use crate::cli::GpuCommand;
 use crate::runtime::{context::Ctx, driver_paths, prepare};
@@ -39,12 +39,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                     println!("MIG Device:     {} {}", m.index, m.uuid);
                 }
             }
-            let channels: Vec<String> = inv
-                .other_nodes
-                .iter()
-                .filter(|n| Some(n.major) == inv.imex_major && n.path.starts_with(gated::IMEX_DIR))
-                .map(|n| n.minor.to_string())
-                .collect();
+            let channels: Vec<String> = inv.imex_channels().map(|n| n.minor.to_string()).collect();
             if inv.imex_major.is_some() {
                 println!();
                 println!(
