@@ -118,20 +118,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
                 crate::runtime::cgroup_path::remove_empty_slurm_parents(path);
             }
             let err = anyhow::Error::from(e).context(format!("create container {:?}", args.id));
-            let full = err.chain().any(|cause| {
-                cause
-                    .downcast_ref::<std::io::Error>()
-                    .is_some_and(|io| io.raw_os_error() == Some(libc::ENOSPC))
-                    || cause.to_string().contains("(os error 28)")
-            });
-            if full {
-                return Err(anyhow::anyhow!(
-                    "{}: the state root {} is full; free space there or give another --root",
-                    crate::runtime::context::one_line(&err),
-                    ctx.root.display()
-                ));
-            }
-            return Err(err);
+            return Err(prepare::state_root_full(err, &ctx.root));
         }
     };
     // The config the container runs is kept with its state: `exec` reads

@@ -196,7 +196,10 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     // must say so, not leave an empty file for the create to misread.
     let config = prepared.dir.join("config.json");
     let text = serde_json::to_vec(&spec).context("serialize the container's config")?;
-    fs::write(&config, text).map_err(|e| state_write_error(&config, opts.root, e))?;
+    fs::write(&config, text).map_err(|e| {
+        let err = anyhow::Error::from(e).context(format!("write {}", config.display()));
+        state_root_full(err, opts.root)
+    })?;
     prepared.spec = spec;
     Ok(prepared)
 }
@@ -503,15 +506,23 @@ fn apply_rootless(spec: &mut Spec) -> Result<()> {
     Ok(())
 }
 
-/// A failed write under the state root, with the fix when it is full.
-pub fn state_write_error(path: &Path, root: &Path, e: std::io::Error) -> anyhow::Error {
-    if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
-        anyhow::anyhow!(
-            "write {}: {e}: the state root {} is full; free space there or give another --root",
-            path.display(),
-            root.display()
-        )
-    } else {
-        anyhow::anyhow!("write {}: {e}", path.display())
+/// `err`, and where a cause is a full disk or quota, the fix: the state
+/// root is full. One line, as every error.
+pub fn state_root_full(err: anyhow::Error, root: &Path) -> anyhow::Error {
+    let full = err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|errno| errno == libc::ENOSPC || errno == libc::EDQUOT)
+            // libcontainer's errors carry theirs in their text only.
+            || cause.to_string().contains(&format!("(os error {})", libc::ENOSPC))
+    });
+    if !full {
+        return err;
     }
+    anyhow::anyhow!(
+        "{}: the state root {} is full; free space there or give another --root",
+        crate::runtime::context::one_line(&err),
+        root.display()
+    )
 }
