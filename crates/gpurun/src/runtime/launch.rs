@@ -103,9 +103,6 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     let container = match container {
         Ok(container) => container,
         Err(e) => {
-            if !matches!(e, libcontainer::error::LibcontainerError::Exist) {
-                remove_unstarted_state_dir(&ctx.root, args.id);
-            }
             run_poststop_hooks_after_failed_create(args.id, &prepared);
             // libcontainer removed the container's cgroup; a Slurm step's
             // parents made for it go too (see containers::delete).
@@ -135,26 +132,6 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     }
 
     Ok((container, own_console))
-}
-
-/// libcontainer makes the container's state directory before it saves
-/// its state and config there, and leaves it when one of those writes
-/// fails (a full state root): the id would then be taken by a container
-/// that never existed. While this create holds the id's `@creating` lock
-/// nobody else can have made that directory; one whose state names no
-/// process is removed (one with a pid is left to `delete --force`).
-fn remove_unstarted_state_dir(root: &std::path::Path, id: &str) {
-    let dir = crate::runtime::containers::state_dir(root, id);
-    if !dir.is_dir() {
-        return;
-    }
-    let pid = std::fs::read(dir.join("state.json"))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
-        .map(|state| state["pid"].clone());
-    if pid.is_none_or(|pid| pid.is_null()) {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 }
 
 /// A failed create is a container stopped and destroyed: the runtime spec

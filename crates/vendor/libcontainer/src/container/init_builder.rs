@@ -91,6 +91,11 @@ impl InitContainerBuilder {
         self.base.check_terminal(&spec, self.detached)?;
 
         let container_dir = self.create_container_dir()?;
+        // gpurun patch: until the process is created (whose failure cleans
+        // up for itself), a failure leaves nothing of the directory made
+        // here (a state or config write into a full state root left it,
+        // and the id then "already existed" for ever).
+        let mut made_dir = RemoveOnDrop(Some(container_dir.clone()));
 
         let mut container = self.create_container_state(&container_dir)?;
         container
@@ -148,6 +153,7 @@ impl InitContainerBuilder {
             process_label: None,
         };
 
+        made_dir.0 = None;
         builder_impl.create()?;
 
         container.refresh_state()?;
@@ -245,6 +251,17 @@ impl InitContainerBuilder {
         )?;
         container.save()?;
         Ok(container)
+    }
+}
+
+/// Removes the directory it holds when dropped (gpurun patch).
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let _ = fs::remove_dir_all(dir);
+        }
     }
 }
 
