@@ -2,9 +2,48 @@
 //! runs beside it (under the 300 runs of stress.rs, rootless inits were
 //! still left now and then; see issue 30).
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use gpurun_tests::*;
+
+/// The tests here run one at a time: each is load for the other.
+static ALONE: Mutex<()> = Mutex::new(());
+
+/// Asserts that nothing of container `id` is left: no state entry, no
+/// process whose command line names it, no cgroup, no mount. Kills what
+/// it finds first, so that a failure leaves nothing running either.
+fn assert_nothing_left(rt: &Runtime, id: &str, context: &str, final_delete: &Ran) {
+    assert!(
+        final_delete.code == 0 || final_delete.stderr.contains("does not exist"),
+        "{context}: final delete: {}",
+        final_delete.stderr
+    );
+    let left: Vec<String> = rt
+        .leftovers()
+        .into_iter()
+        .filter(|e| e.starts_with(id))
+        .collect();
+    let procs = processes_mentioning(id);
+    let shown = describe_processes(&procs);
+    for p in &procs {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(left.is_empty(), "{context}: state left: {left:?}");
+    assert!(
+        procs.is_empty(),
+        "{context}: processes left: {shown:?}; final delete: {}",
+        final_delete.stderr
+    );
+    assert!(
+        cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
+        "{context}: cgroup left"
+    );
+    assert!(mounts_mentioning(id).is_empty(), "{context}: mount left");
+}
 
 /// Storms on one id: 200 concurrent create, start, kill, exec and
 /// delete --force of the same container, 20 rounds, root and rootless.
@@ -15,6 +54,7 @@ use gpurun_tests::*;
 #[test]
 fn same_id_storms_leave_nothing() {
     require_root!();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let rounds: usize = std::env::var("GPURUN_STORM_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -54,43 +94,117 @@ fn same_id_storms_leave_nothing() {
                     });
                 }
             });
-            let out = rt.run(["delete", "--force", &id]);
-            assert!(
-                out.code == 0 || out.stderr.contains("does not exist"),
-                "{who:?} round {round}: final delete: {}",
-                out.stderr
+            let out = run_cmd(
+                &mut rt.command(["delete", "--force", &id]),
+                Duration::from_secs(60),
             );
-            let left: Vec<String> = rt
-                .leftovers()
-                .into_iter()
-                .filter(|e| e.starts_with(&id))
-                .collect();
-            assert!(
-                left.is_empty(),
-                "{who:?} round {round}: state left: {left:?}"
+            assert_nothing_left(
+                &rt,
+                &id,
+                &format!("{who:?} round {round}", who = rt.who),
+                &out,
             );
-            let procs = processes_mentioning(&id);
-            let shown = describe_processes(&procs);
-            // Kill what the test would otherwise leave running.
-            for p in &procs {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(*p),
-                    nix::sys::signal::Signal::SIGKILL,
+        }
+    }
+}
+
+/// A small deterministic generator, so that a failing run can be repeated
+/// with its seed (printed).
+struct Lcg(u64);
+
+impl Lcg {
+    /// A number in [0, 1).
+    fn next_fraction(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// gpurun killed with SIGKILL at random points of create, start, exec and
+/// delete (100 points each, root and rootless): afterwards `delete --force`
+/// must leave nothing, as after a storm. The points spread over the whole
+/// of each command, as long as it takes here uncut.
+#[test]
+fn sigkill_at_random_points_leaves_nothing() {
+    require_root!();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let points: usize = std::env::var("GPURUN_SIGKILL_POINTS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(100);
+    let seed: u64 = std::env::var("GPURUN_SIGKILL_SEED")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("GPURUN_SIGKILL_SEED={seed}");
+    let mut random = Lcg(seed);
+    for who in [As::Root, As::User(TestUser::get())] {
+        let bundle = match &who {
+            As::Root => Bundle::busybox(),
+            As::User(user) => Bundle::busybox_rootless(user),
+        };
+        bundle.set_args(&["sleep", "300"]);
+        let rt = Runtime::as_who(who.clone());
+        let b = bundle.dir.to_str().unwrap().to_owned();
+        for op in ["create", "start", "exec", "delete"] {
+            // What the killed command finds: nothing (create), a created
+            // container (start), a running one (exec, delete).
+            let set_up = |id: &str| {
+                if op != "create" {
+                    rt.run(["create", "--bundle", &b, id]).ok();
+                }
+                if op == "exec" || op == "delete" {
+                    rt.run(["start", id]).ok();
+                }
+            };
+            let args = |id: &str| -> Vec<String> {
+                let args: &[&str] = match op {
+                    "create" => &["create", "--bundle", &b, id],
+                    "start" => &["start", id],
+                    "exec" => &["exec", id, "true"],
+                    _ => &["delete", "--force", id],
+                };
+                args.iter().map(|a| a.to_string()).collect()
+            };
+            let id = format!("{}-x", unique("uncut"));
+            set_up(&id);
+            let began = Instant::now();
+            let out = run_cmd(&mut rt.command(args(&id)), Duration::from_secs(60));
+            let span = began.elapsed();
+            assert_eq!(out.code, 0, "{who:?} uncut {op}: {}", out.stderr);
+            rt.run(["delete", "--force", &id]);
+            for point in 0..points {
+                // "-x": no id is the start of another.
+                let id = format!("{}-x", unique("killed"));
+                set_up(&id);
+                let delay = span.mul_f64(1.2 * random.next_fraction());
+                let mut child = rt
+                    .command(args(&id))
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                std::thread::sleep(delay);
+                let _ = child.kill();
+                let _ = child.wait();
+                let out = run_cmd(
+                    &mut rt.command(["delete", "--force", &id]),
+                    Duration::from_secs(60),
                 );
+                let context = format!(
+                    "{who:?} {op} killed after {delay:?} of {span:?} (point {point}, seed {seed})"
+                );
+                assert_nothing_left(&rt, &id, &context, &out);
             }
-            assert!(
-                procs.is_empty(),
-                "{who:?} round {round}: processes left: {shown:?}; final delete: {}",
-                out.stderr
-            );
-            assert!(
-                cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
-                "{who:?} round {round}: cgroup left"
-            );
-            assert!(
-                mounts_mentioning(&id).is_empty(),
-                "{who:?} round {round}: mount left"
-            );
         }
     }
 }

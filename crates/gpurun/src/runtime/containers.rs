@@ -61,6 +61,72 @@ pub fn lock_creator(creating_dir: &Path) -> Result<std::fs::File> {
     Ok(file)
 }
 
+/// The file in a create's working directory where its init names itself
+/// (pid and start time, libcontainer patch 33) before it does anything
+/// else: a create killed before it saved the init's pid in the state
+/// leaves no init that nothing names.
+const PID_RECORD: &str = "pids";
+
+/// Opens the create's pid record, for appending, for the builder.
+pub fn open_pid_record(creating_dir: &Path) -> Result<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = creating_dir.join(PID_RECORD);
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("create {}", path.display()))?;
+    Ok(file.into())
+}
+
+/// The processes a pid record names that still run: the same pid with the
+/// same start time (a pid reused since is another process, not ours).
+fn recorded_processes(creating_dir: &Path) -> Vec<nix::unistd::Pid> {
+    let text = std::fs::read_to_string(creating_dir.join(PID_RECORD)).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace().map(str::parse::<u64>);
+            match (fields.next(), fields.next()) {
+                (Some(Ok(pid)), Some(Ok(start))) => Some((i32::try_from(pid).ok()?, start)),
+                _ => None,
+            }
+        })
+        .filter(|&(pid, start)| start_time(pid) == Some(start))
+        .map(|(pid, _)| nix::unistd::Pid::from_raw(pid))
+        .collect()
+}
+
+/// Ends what a create killed halfway left running: the init its pid record
+/// names and, as root, whatever is in the container's cgroup. Waits (up to
+/// five seconds) until no process of it holds the creator lock, so that no
+/// one of them can go on to make anything after the id is removed.
+fn end_dead_create(creating_dir: &Path, cgroup: Option<&Path>) {
+    let lock = std::fs::File::open(creating_dir.join(CREATOR_LOCK)).ok();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        for pid in recorded_processes(creating_dir) {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        if let Some(path) = cgroup {
+            for pid in crate::runtime::cgroup_path::pids(path) {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        if lock.as_ref().is_none_or(try_lock) {
+            return;
+        }
+        if std::time::Instant::now() > deadline {
+            tracing::warn!(
+                "processes of a killed create still hold {}",
+                creating_dir.join(CREATOR_LOCK).display()
+            );
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// A non-blocking exclusive `flock`.
 fn try_lock(file: &std::fs::File) -> bool {
     // SAFETY: flock on a descriptor we own; no memory is passed.
@@ -98,7 +164,12 @@ pub fn hold_id(root: &Path, id: &str) -> Result<HeldId> {
                 };
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let cgroup = load(root, id)
+                    .ok()
+                    .and_then(|c| c.spec().ok())
+                    .map(|config| config.cgroup_path);
                 if !create_is_live(&dir) {
+                    end_dead_create(&dir, cgroup.as_deref());
                     let _ = std::fs::remove_dir_all(&dir);
                     continue;
                 }
@@ -107,10 +178,6 @@ pub fn hold_id(root: &Path, id: &str) -> Result<HeldId> {
                         "container {id:?} is being created or deleted by another gpurun: try again"
                     );
                 }
-                let cgroup = load(root, id)
-                    .ok()
-                    .and_then(|c| c.spec().ok())
-                    .map(|config| config.cgroup_path);
                 wait_for_create(id, &dir, cgroup.as_deref());
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(

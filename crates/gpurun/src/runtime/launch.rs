@@ -96,6 +96,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
         .validate_id()?
         .as_init(&prepared.user_bundle)
         .with_config_dir(&prepared.dir)
+        .with_pid_record(crate::runtime::containers::open_pid_record(&prepared.dir)?)
         .with_systemd(ctx.settings.systemd_cgroup)
         .with_detach(args.detach)
         .with_no_pivot(args.no_pivot)

@@ -66,6 +66,8 @@ pub(super) struct ContainerBuilderImpl {
     pub sub_cgroup_path: Option<String>,
     /// gpurun patch: see `ContainerArgs::extra_cgroup_dirs`.
     pub extra_cgroup_dirs: Vec<PathBuf>,
+    /// gpurun patch: see `ContainerArgs::pid_record`.
+    pub pid_record: Option<OwnedFd>,
     // Asm process label for the process commonly used with selinux.
     // TODO: youki does not support selinux yet
     #[allow(dead_code)]
@@ -196,6 +198,7 @@ impl ContainerBuilderImpl {
             as_sibling: self.as_sibling,
             pid_file: self.pid_file.to_owned(),
             extra_cgroup_dirs: self.extra_cgroup_dirs.clone(),
+            pid_record: self.pid_record.as_ref().map(|fd| fd.as_raw_fd()),
             bind_sources: if matches!(self.container_type, ContainerType::InitContainer)
                 && nix::unistd::geteuid().is_root()
             {

@@ -23,6 +23,8 @@ pub struct InitContainerBuilder {
     bundle: PathBuf,
     /// Where config.json is read from, if not the bundle. (gpurun patch)
     config_dir: Option<PathBuf>,
+    /// gpurun patch: see `with_pid_record`.
+    pid_record: Option<std::os::fd::OwnedFd>,
     use_systemd: bool,
     detached: bool,
     no_pivot: bool,
@@ -37,6 +39,7 @@ impl InitContainerBuilder {
             base: builder,
             bundle,
             config_dir: None,
+            pid_record: None,
             use_systemd: true,
             detached: true,
             no_pivot: false,
@@ -80,6 +83,17 @@ impl InitContainerBuilder {
     /// (gpurun patch: gpurun runs an edited copy of the user's config.)
     pub fn with_config_dir<P: Into<PathBuf>>(mut self, dir: P) -> Self {
         self.config_dir = Some(dir.into());
+        self
+    }
+
+    /// The init writes "PID STARTTIME\n" (its pid and start time as the
+    /// host sees them) to `record` before it does anything else. A create
+    /// killed before it saved the init's pid in the state otherwise leaves
+    /// an init that nothing names, waiting forever (the main process's
+    /// channels see no end of file); the caller's cleanup can kill what the
+    /// record names. Give a file opened for appending. (gpurun patch)
+    pub fn with_pid_record(mut self, record: std::os::fd::OwnedFd) -> Self {
+        self.pid_record = Some(record);
         self
     }
 
@@ -150,6 +164,7 @@ impl InitContainerBuilder {
             as_sibling: self.as_sibling,
             sub_cgroup_path: None,
             extra_cgroup_dirs: Vec::new(),
+            pid_record: self.pid_record,
             process_label: None,
         };
 

@@ -309,6 +309,7 @@ impl TenantContainerBuilder {
             as_sibling: self.as_sibling,
             sub_cgroup_path: self.sub_cgroup,
             extra_cgroup_dirs: self.extra_cgroup_dirs,
+            pid_record: None,
             process_label: self.process_label,
         };
 

@@ -58,6 +58,9 @@ pub struct ContainerArgs {
     /// File path used to communicate the PID of the
     /// container process to the higher-level runtime.
     pub pid_file: Option<PathBuf>,
+    /// gpurun patch: where the init writes its own host pid and start time
+    /// as the first thing it does (see `InitContainerBuilder::with_pid_record`).
+    pub pid_record: Option<RawFd>,
     /// gpurun patch: the indexes in `spec.mounts` of the bind mounts whose
     /// sources the main process opens as the host's root, inside the
     /// container's mount namespace, for the init to mount from the

@@ -159,6 +159,10 @@ pub fn container_intermediate_process(
 
     let cb: CloneCb = {
         Box::new(|| {
+            // gpurun patch: named before anything that could wait.
+            if let Some(record) = args.pid_record {
+                record_own_pid(record);
+            }
             if let Err(ret) = prctl::set_name("youki:[2:INIT]") {
                 tracing::error!(?ret, "failed to set name for child process");
                 return ret;
@@ -259,6 +263,24 @@ pub fn container_intermediate_process(
     })?;
 
     Ok(())
+}
+
+/// gpurun patch: appends "PID STARTTIME\n" for the calling process to
+/// `record`. `/proc` is still the host's here, so `/proc/self` names the
+/// host's pid even inside a new pid namespace.
+fn record_own_pid(record: std::os::fd::RawFd) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    let pid = stat.split_whitespace().next();
+    let start = stat
+        .rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().nth(19));
+    if let (Some(pid), Some(start)) = (pid, start) {
+        // SAFETY: the descriptor is ContainerArgs', open for the whole clone.
+        let record = unsafe { std::os::fd::BorrowedFd::borrow_raw(record) };
+        let _ = write(record, format!("{pid} {start}\n").as_bytes());
+    }
 }
 
 fn setup_userns(
