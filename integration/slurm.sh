@@ -8,31 +8,55 @@
 # exactly the GPUs Slurm gave the step, as root and as an unprivileged user
 # (whose runtime slurmstepd starts with HOME still root's), and the
 # container must stay below the step's cgroup with the job's --mem.
-# Usage: integration/slurm.sh [GPURUN]   (as root; prints "N passed, M failed")
+# Usage: integration/slurm.sh [GPURUN [KERNEL]]   (as root; prints "N passed,
+# M failed"). With KERNEL (6.1, 6.12) it runs in a systemd guest of that
+# kernel (scripts/vm.sh --systemd) with Slurm's cgroup/v2 plugin; the host
+# matrix's guests (no systemd) run it with IgnoreSystemd.
 set -eu
 cd "$(dirname "$0")/.."
 repo=$PWD
 gpurun=${1:-$repo/target/debug/gpurun}
 [ "$(id -u)" = 0 ] || { echo "slurm.sh: run as root (it starts slurmd)" >&2; exit 1; }
-sh scripts/install-deps.sh   # slurmd, slurmctld, slurm-client, munge
 
-work=$(mktemp -d /tmp/gpurun-slurm.XXXXXX)
-chmod 755 "$work"
+# The fake GPU host and a glibc rootfs that the test user can read, made
+# here (a systemd guest has its own root and no build tools).
+make_work() { # DIR
+  mkdir -p "$1"
+  chmod 755 "$1"
+  sh scripts/gpu-fixtures.sh "$1/fx" >/dev/null
+  sh scripts/glibc-rootfs.sh "$1/rootfs" >/dev/null
+  # Mount points made for injected files stay in a writable rootfs (as
+  # with runc), so the no-GPU check gets a rootfs no GPU container has used.
+  cp -a "$1/rootfs" "$1/rootfs-plain"
+}
+if [ -n "${2:-}" ] && [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
+  # KERNEL given: the same suite on a systemd host (scripts/vm.sh
+  # --systemd), Slurm's cgroup/v2 plugin asking systemd for its scope.
+  sh scripts/install-deps.sh
+  work=$(mktemp -d "$PWD/target/slurm-suite.XXXXXX")
+  trap 'rm -rf "$work"' EXIT INT TERM
+  make_work "$work"
+  GPURUN_IN_SYSTEMD_GUEST=1 GPURUN_SUITE_WORK="$work" \
+    sh scripts/vm.sh --systemd "$2" -- sh integration/slurm.sh "$gpurun"
+  exit $?
+fi
+if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" = 1 ]; then
+  work=$GPURUN_SUITE_WORK
+else
+  sh scripts/install-deps.sh   # slurmd, slurmctld, slurm-client, munge
+  work=$(mktemp -d /tmp/gpurun-slurm.XXXXXX)
+  make_work "$work"
+fi
 pids=""
 cleanup() {
   for pid in $pids; do kill "$pid" 2>/dev/null || true; done
   sleep 1
   for pid in $pids; do kill -9 "$pid" 2>/dev/null || true; done
+  if [ -d /run/systemd/system ]; then systemctl stop "gpurun-test-slurmd-$$" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
-# The fake GPU host and a glibc rootfs that the test user can read.
-sh scripts/gpu-fixtures.sh "$work/fx" >/dev/null
-sh scripts/glibc-rootfs.sh "$work/rootfs" >/dev/null
-# Mount points made for injected files stay in a writable rootfs (as with
-# runc), so the no-GPU check gets a rootfs no GPU container has used.
-cp -a "$work/rootfs" "$work/rootfs-plain"
 host="$work/fx/host"
 roots="--driver-root $host/driver --dev-root $host --proc-root $host/proc"
 user=gpurun-test
@@ -83,20 +107,37 @@ echo "NodeName=$node Name=gpu File=$host/dev/nvidia[0-1]" > "$work/gres.conf"
 # Slurm 22.05 has no "disabled" cgroup plugin; v1 is what this host mounts.
 if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
   echo "CgroupPlugin=cgroup/v2" > "$work/cgroup.conf"
+  # Without systemd (the host matrix's guests) slurmd makes its own
+  # stepd scope, in the system.slice systemd would have made.
+  if [ ! -d /run/systemd/system ]; then
+    printf 'IgnoreSystemd=yes\nCgroupAutomount=yes\n' >> "$work/cgroup.conf"
+    mkdir -p /sys/fs/cgroup/system.slice
+    for c in $(cat /sys/fs/cgroup/system.slice/cgroup.controllers); do
+      echo "+$c" > /sys/fs/cgroup/system.slice/cgroup.subtree_control
+    done
+  fi
 else
   echo "CgroupPlugin=cgroup/v1" > "$work/cgroup.conf"
 fi
 printf 'ConstrainDevices=yes\nConstrainRAMSpace=yes\n' >> "$work/cgroup.conf"
 export SLURM_CONF="$work/slurm.conf"
-slurmctld -f "$SLURM_CONF"
-slurmd -f "$SLURM_CONF"
+slurmctld -f "$SLURM_CONF" || { echo "slurm.sh: slurmctld did not start"; tail -5 "$work/slurmctld.log"; exit 1; }
+if [ -d /run/systemd/system ]; then
+  # As its unit runs it: in a cgroup systemd delegates to it, from which
+  # cgroup/v2 asks systemd for the scope of its slurmstepds.
+  systemd-run --quiet --unit="gpurun-test-slurmd-$$" -p Delegate=yes -p Type=forking \
+    -p PIDFile="$work/slurmd.pid" slurmd -f "$SLURM_CONF" \
+    || { echo "slurm.sh: slurmd did not start"; tail -5 "$work/slurmd.log"; exit 1; }
+else
+  slurmd -f "$SLURM_CONF" || { echo "slurm.sh: slurmd did not start"; tail -5 "$work/slurmd.log"; exit 1; }
+fi
 for _ in $(seq 1 50); do
   [ -f "$work/slurmctld.pid" ] && [ -f "$work/slurmd.pid" ] && \
     sinfo -h -o %t 2>/dev/null | grep -q idle && break
   sleep 0.2
 done
-pids="$pids $(cat "$work/slurmctld.pid" 2>/dev/null) $(cat "$work/slurmd.pid" 2>/dev/null)"
-sinfo -h -o %t | grep -q idle || { echo "slurm.sh: the node did not come up"; tail -5 "$work"/*.log; exit 1; }
+pids="$pids $(cat "$work/slurmctld.pid" 2>/dev/null || true) $(cat "$work/slurmd.pid" 2>/dev/null || true)"
+sinfo -h -o %t 2>/dev/null | grep -q idle || { echo "slurm.sh: the node did not come up"; for log in "$work"/*.log; do echo "== $log"; tail -n 8 "$log"; done; exit 1; }
 
 # Each check records its result; a failing command must not end the suite.
 set +e
@@ -205,8 +246,11 @@ for who in root user; do
   check "$who: the job's --mem=64M holds over the container" 67108864 "$(memory_limit "$pid")"
   wait
 done
-check_contains "root: the container has a cgroup of its own below the step" "/step_0/gpurun-" \
-  "$(srun --quiet --container="$work/bundle" cat /proc/self/cgroup 2>&1 | grep -E ':devices:|^0::' | head -1)"
+# v1: beside the step's task directories; v2: in its user/ directory,
+# beside the task's (a v2 cgroup holding processes has no child cgroups).
+check "root: the container has a cgroup of its own below the step" 1 \
+  "$(srun --quiet --container="$work/bundle" cat /proc/self/cgroup 2>&1 | grep -E ':devices:|^0::' \
+    | head -1 | grep -cE '/step_0/(user/)?gpurun-')"
 check "no container cgroup left in any hierarchy" "" \
   "$(find /sys/fs/cgroup -maxdepth 7 -type d -name "gpurun-$node.*" 2>/dev/null)"
 # One path serves every v1 hierarchy: the step directories made for a
@@ -216,4 +260,8 @@ check "no container cgroup left in any hierarchy" "" \
 check "nothing left in the state directories" "" \
   "$(ls "/run/gpurun-slurm/root" "/run/gpurun-slurm/$user" 2>/dev/null | grep -v '^@' | grep -v ':$' | grep .)"
 
+# What Slurm said, where something failed.
+if [ "$failed" -gt 0 ]; then
+  for log in "$work"/*.log; do echo "== $log"; tail -n 15 "$log"; done
+fi
 summary slurm

@@ -33,3 +33,6 @@ GPURUN_MATRIX_SUITES="layouts image cgroup_v2" sh scripts/host-matrix.sh 6.12
 # The systemd driver's device rules (from a shell and under Docker) and
 # docker update again in a systemd guest on 6.12.
 GPURUN_SYSTEMD_CASES="shell docker" sh integration/systemd.sh "$PWD/target/debug/gpurun" 6.12
+# Slurm's srun --container on a systemd host with the cgroup/v2 plugin
+# (integration/slurm.sh ran above on this cgroup v1 host).
+sh integration/slurm.sh "$PWD/target/debug/gpurun" 6.12

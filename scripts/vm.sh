@@ -138,16 +138,16 @@ fi
 release=$(cat "$dir/release")
 
 # The systemd guest's root image: Debian's systemd, containerd, Docker,
-# Podman and runc (mmdebstrap), a unit that runs /vmshare/stage2 once the
+# Podman, runc and Slurm (mmdebstrap), a unit that runs /vmshare/stage2 once the
 # system is up, nothing else started that the tests do not need. Built once.
 systemd_image() {
-  image="$cache/systemd-root-2.img"
+  image="$cache/systemd-root-4.img"
   if [ ! -f "$image" ]; then
     command -v mmdebstrap >/dev/null || apt-get install -y -qq mmdebstrap >/dev/null
     tree="$cache/systemd-root.tmp"
     rm -rf "$tree"
     mmdebstrap --quiet --variant=minbase \
-      --include=systemd,systemd-sysv,dbus,apparmor,dbus-user-session,udev,kmod,iproute2,runc,containerd,docker.io,podman,uidmap,procps,util-linux,busybox-static,ca-certificates,jq,python3 \
+      --include=systemd,systemd-sysv,dbus,apparmor,dbus-user-session,udev,kmod,iproute2,runc,containerd,docker.io,podman,uidmap,procps,util-linux,busybox-static,ca-certificates,jq,python3,slurmd,slurmctld,slurm-client,munge \
       bookworm "$tree" >&2
     cat > "$tree/etc/systemd/system/gpurun-vm.service" <<'UNIT'
 [Unit]
@@ -206,8 +206,10 @@ done
 mkdir -p "/lib/modules/$(uname -r)"
 mount --bind "/host$modules" "/lib/modules/$(uname -r)"
 hostname gpurun-vm
-# No network: the name must resolve without DNS (munge, Slurm).
+# No network: the name must resolve without DNS, and getaddrinfo's
+# AI_ADDRCONFIG wants one address besides loopback's (munge, Slurm).
 grep -q gpurun-vm /etc/hosts || echo "127.0.1.1 gpurun-vm" >> /etc/hosts
+{ ip link add vm0 type dummy && ip addr add 10.0.2.15/24 dev vm0 && ip link set vm0 up; } 2>/dev/null || true
 STAGE2
   else
     cat <<'STAGE2'
@@ -233,6 +235,10 @@ mkdir -p "/lib/modules/$(uname -r)"
 mount --bind "$modules" "/lib/modules/$(uname -r)"
 ip link set lo up 2>/dev/null || true
 hostname gpurun-vm
+# No network: the name must resolve without DNS, and getaddrinfo's
+# AI_ADDRCONFIG wants one address besides loopback's (munge, Slurm).
+grep -q gpurun-vm /etc/hosts || echo "127.0.1.1 gpurun-vm" >> /etc/hosts
+{ ip link add vm0 type dummy && ip addr add 10.0.2.15/24 dev vm0 && ip link set vm0 up; } 2>/dev/null || true
 echo 1 > /proc/sys/kernel/printk_ratelimit 2>/dev/null || true
 STAGE2
   fi
