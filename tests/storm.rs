@@ -10,6 +10,28 @@ use gpurun_tests::*;
 /// The tests here run one at a time: each is load for the other.
 static ALONE: Mutex<()> = Mutex::new(());
 
+/// A number from the environment, where it is set.
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+/// Root's and the test user's runtimes, each with a busybox bundle of its
+/// own (and its path) whose process sleeps.
+fn sleepers() -> Vec<(Runtime, Bundle, String)> {
+    [As::Root, As::User(TestUser::get())]
+        .into_iter()
+        .map(|who| {
+            let bundle = match &who {
+                As::Root => Bundle::busybox(),
+                As::User(user) => Bundle::busybox_rootless(user),
+            };
+            bundle.set_args(&["sleep", "300"]);
+            let path = bundle.dir.to_str().unwrap().to_owned();
+            (Runtime::as_who(who), bundle, path)
+        })
+        .collect()
+}
+
 /// Asserts that nothing of container `id` is left: no state entry, no
 /// process whose command line names it, no cgroup, no mount. Kills what
 /// it finds first, so that a failure leaves nothing running either.
@@ -55,18 +77,8 @@ fn assert_nothing_left(rt: &Runtime, id: &str, context: &str, final_delete: &Ran
 fn same_id_storms_leave_nothing() {
     require_root!();
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let rounds: usize = std::env::var("GPURUN_STORM_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(20);
-    for who in [As::Root, As::User(TestUser::get())] {
-        let bundle = match &who {
-            As::Root => Bundle::busybox(),
-            As::User(user) => Bundle::busybox_rootless(user),
-        };
-        bundle.set_args(&["sleep", "300"]);
-        let rt = Runtime::as_who(who.clone());
-        let b = bundle.dir.to_str().unwrap().to_owned();
+    let rounds: usize = env_number("GPURUN_STORM_ROUNDS").unwrap_or(20);
+    for (rt, _bundle, b) in sleepers() {
         for round in 0..rounds {
             let id = unique("storm");
             let ops: Vec<Vec<&str>> = (0..200)
@@ -131,29 +143,17 @@ impl Lcg {
 fn sigkill_at_random_points_leaves_nothing() {
     require_root!();
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let points: usize = std::env::var("GPURUN_SIGKILL_POINTS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(100);
-    let seed: u64 = std::env::var("GPURUN_SIGKILL_SEED")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let points: usize = env_number("GPURUN_SIGKILL_POINTS").unwrap_or(100);
+    let seed: u64 = env_number("GPURUN_SIGKILL_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
     eprintln!("GPURUN_SIGKILL_SEED={seed}");
     let mut random = Lcg(seed);
-    for who in [As::Root, As::User(TestUser::get())] {
-        let bundle = match &who {
-            As::Root => Bundle::busybox(),
-            As::User(user) => Bundle::busybox_rootless(user),
-        };
-        bundle.set_args(&["sleep", "300"]);
-        let rt = Runtime::as_who(who.clone());
-        let b = bundle.dir.to_str().unwrap().to_owned();
+    for (rt, _bundle, b) in sleepers() {
+        let who = &rt.who;
         for op in ["create", "start", "exec", "delete"] {
             // What the killed command finds: nothing (create), a created
             // container (start), a running one (exec, delete).

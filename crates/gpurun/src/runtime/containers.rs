@@ -97,36 +97,6 @@ fn recorded_processes(creating_dir: &Path) -> Vec<nix::unistd::Pid> {
         .collect()
 }
 
-/// Ends what a create killed halfway left running: the init its pid record
-/// names and, as root, whatever is in the container's cgroup. Waits (up to
-/// five seconds) until no process of it holds the creator lock, so that no
-/// one of them can go on to make anything after the id is removed.
-fn end_dead_create(creating_dir: &Path, cgroup: Option<&Path>) {
-    let lock = std::fs::File::open(creating_dir.join(CREATOR_LOCK)).ok();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        for pid in recorded_processes(creating_dir) {
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-        }
-        if let Some(path) = cgroup {
-            for pid in crate::runtime::cgroup_path::pids(path) {
-                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            }
-        }
-        if lock.as_ref().is_none_or(try_lock) {
-            return;
-        }
-        if std::time::Instant::now() > deadline {
-            tracing::warn!(
-                "processes of a killed create still hold {}",
-                creating_dir.join(CREATOR_LOCK).display()
-            );
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-}
-
 /// A non-blocking exclusive `flock`.
 fn try_lock(file: &std::fs::File) -> bool {
     // SAFETY: flock on a descriptor we own; no memory is passed.
@@ -169,7 +139,7 @@ pub fn hold_id(root: &Path, id: &str) -> Result<HeldId> {
                     .and_then(|c| c.spec().ok())
                     .map(|config| config.cgroup_path);
                 if !create_is_live(&dir) {
-                    end_dead_create(&dir, cgroup.as_deref());
+                    end_create(id, &dir, cgroup.as_deref(), true);
                     let _ = std::fs::remove_dir_all(&dir);
                     continue;
                 }
@@ -178,7 +148,7 @@ pub fn hold_id(root: &Path, id: &str) -> Result<HeldId> {
                         "container {id:?} is being created or deleted by another gpurun: try again"
                     );
                 }
-                wait_for_create(id, &dir, cgroup.as_deref());
+                end_create(id, &dir, cgroup.as_deref(), false);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
                 "container {id:?} does not exist in {}: see \"gpurun list\"",
@@ -227,16 +197,22 @@ fn holder_alive(mut lock: &std::fs::File) -> bool {
     }
 }
 
-/// Waits for a create of `id` that is under way, or was killed halfway,
-/// to end: its working directory gone (it finished, or failed and cleaned
-/// up) or its creator lock free (no process of it is left). Meanwhile it
-/// kills every process in the container's own cgroup (and nothing else),
-/// so that no process of a killed create can make a cgroup directory
-/// after `delete` removed them. Gives up after five seconds.
-pub fn wait_for_create(id: &str, creating_dir: &Path, cgroup: Option<&Path>) {
+/// Waits for a create of `id` that is under way, or was killed halfway
+/// (`dead`), to end: its working directory gone (it finished, or failed
+/// and cleaned up) or its creator lock free (no process of it is left).
+/// Meanwhile it kills every process in the container's own cgroup (and
+/// nothing else), so that no process of a killed create can make a cgroup
+/// directory after `delete` removed them, and, for a dead create, the
+/// init its pid record names. Gives up after five seconds.
+fn end_create(id: &str, creating_dir: &Path, cgroup: Option<&Path>, dead: bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut lock = None;
     loop {
+        if dead {
+            for pid in recorded_processes(creating_dir) {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
         if let Some(path) = cgroup {
             for pid in crate::runtime::cgroup_path::pids(path) {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
@@ -247,8 +223,12 @@ pub fn wait_for_create(id: &str, creating_dir: &Path, cgroup: Option<&Path>) {
         }
         if lock.is_none() {
             // Made right after the directory: its absence for long means
-            // the create died before it.
+            // the create died before it (a dead one without it has no
+            // process left).
             lock = std::fs::File::open(creating_dir.join(CREATOR_LOCK)).ok();
+            if lock.is_none() && dead {
+                return;
+            }
         }
         let free = lock.as_ref().is_some_and(try_lock);
         if free || std::time::Instant::now() > deadline {
