@@ -175,9 +175,18 @@ pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<i32> {
         seen.len(),
         seen.join(", ")
     );
-    let verdict = verdict(code, &output);
-    println!("verdict:    {verdict}");
+    if sees_exactly(code, &seen, &expected) {
+        println!("verdict:    OK: the container sees exactly the requested GPUs");
+        return Ok(0);
+    }
+    println!("verdict:    {}", verdict(code, &output));
     Ok(1)
+}
+
+/// Whether `nvidia-smi -L` in the container passed: it exited 0 listing
+/// exactly the requested GPUs, in order.
+fn sees_exactly(code: i32, seen: &[String], expected: &[String]) -> bool {
+    code == 0 && seen == expected
 }
 
 /// What a failed `nvidia-smi -L` in the container says about the injection.
@@ -222,6 +231,17 @@ mod tests {
             ]
         );
         assert!(listed_uuids("NVIDIA-SMI has failed because it couldn't communicate").is_empty());
+    }
+
+    #[test]
+    fn exactly_the_requested_gpus_pass() {
+        let host = "GPU 0: NVIDIA H200 (UUID: GPU-1be11b0e-d9c7-f695-cfb6-fb82f383fb21)\n";
+        let seen = listed_uuids(host);
+        let requested = vec!["GPU-1be11b0e-d9c7-f695-cfb6-fb82f383fb21".to_owned()];
+        assert!(sees_exactly(0, &seen, &requested));
+        assert!(!sees_exactly(9, &seen, &requested));
+        assert!(!sees_exactly(0, &seen, &["GPU-other".to_owned()]));
+        assert!(!sees_exactly(0, &seen, &[]));
     }
 
     #[test]
