@@ -15,6 +15,7 @@
 # one GPU vs runc with the same mounts plus an ldconfig hook), interleaved.
 #
 # Usage (root): sh scripts/real-gpu-check.sh [--timing] [GPURUN]
+#   (GPURUN_DEBS=DIR: libegl1 and libglvnd0 .debs where apt cannot fetch)
 set -u
 timing=0
 if [ "${1:-}" = "--timing" ]; then timing=1; shift; fi
@@ -50,15 +51,21 @@ sh scripts/glibc-rootfs.sh "$rootfs" >/dev/null 2>&1 || { echo "glibc-rootfs.sh 
 cc -O2 -o "$rootfs/usr/bin/cuda_vector_add" tests/fixtures/cuda_vector_add.c -ldl
 cc -O2 -o "$rootfs/usr/bin/egl_probe" tests/fixtures/egl_probe.c -ldl
 mkdir -p "$work/debs"
-if (cd "$work/debs" && apt-get -o APT::Sandbox::User=root download libegl1 libglvnd0 >/dev/null 2>&1); then
+# GPURUN_DEBS: a directory holding libegl1's and libglvnd0's .deb, for a
+# machine that reaches no package source.
+[ -n "${GPURUN_DEBS:-}" ] && cp "$GPURUN_DEBS"/*.deb "$work/debs/"
+if ls "$work"/debs/*.deb >/dev/null 2>&1 \
+  || (cd "$work/debs" && apt-get -o APT::Sandbox::User=root download libegl1 libglvnd0 >/dev/null 2>&1); then
   for deb in "$work"/debs/*.deb; do dpkg-deb -x "$deb" "$rootfs"; done
   ldconfig -r "$rootfs"
 fi
 chmod -R a+rX "$work"
 fingerprint() { (cd "$rootfs" && find . -printf '%p %y %m %U %G %s %T@ %l\n' | sort | md5sum); }
 image_before=$(fingerprint)
+# CUDA's JIT cache off: a program's own writes to its writable rootfs
+# ($HOME/.nv/ComputeCache) are not gpurun's (seen on an H200).
 run() {   # GPURUN-ARGS... -- CMD
-  "$gpurun" --root "$state" run --rootfs "$rootfs" "$@"
+  "$gpurun" --root "$state" run --rootfs "$rootfs" -e CUDA_CACHE_DISABLE=1 "$@"
 }
 
 # 1. nvidia-smi -L: the container sees what the host sees.
@@ -114,7 +121,7 @@ user=gpurun-test
 if id "$user" >/dev/null 2>&1; then
   uid=$(id -u "$user")
   xdg="$work/xdg-$uid"; mkdir -p "$xdg"; chown "$user" "$xdg"; chmod 700 "$xdg"
-  out=$(su "$user" -s /bin/sh -c "XDG_RUNTIME_DIR=$xdg $gpurun run --rootfs $rootfs --gpus 0 -- cuda_vector_add" 2>&1)
+  out=$(su "$user" -s /bin/sh -c "XDG_RUNTIME_DIR=$xdg $gpurun run --rootfs $rootfs -e CUDA_CACHE_DISABLE=1 --gpus 0 -- cuda_vector_add" 2>&1)
   case "$out" in "vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
   check "rootless: CUDA vector add as $user" $r "$out"
 else

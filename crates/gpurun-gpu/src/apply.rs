@@ -268,6 +268,12 @@ fn proc_driver_nvidia_mounts(plan: &Plan, work_dir: &Path) -> Result<Vec<Mount>>
                     &read_only_file_bind(),
                 )?);
             }
+            for bus in &copy.gpus {
+                let gpu_dir = Path::new("/proc/driver/nvidia/gpus").join(bus);
+                if gpu_dir.is_dir() {
+                    mounts.push(bind(&gpu_dir, &gpu_dir, &read_only_file_bind())?);
+                }
+            }
         }
     }
 

@@ -103,6 +103,10 @@ pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
             "libnvidia-glvkspirv.so",
             "libnvidia-cbl.so",
             "libnvidia-vulkan-producer.so",
+            // libnvidia-eglcore and -glcore link it (545 and later): without
+            // it eglInitialize fails in a graphics-only container
+            // (seen on an H200 with 580).
+            "libnvidia-gpucomp.so",
         ],
         Capability::Display => &["libnvidia-wayland-client.so"],
         Capability::Ngx => &["libnvidia-ngx.so"],
@@ -315,40 +319,52 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looke
     for (compat32, list) in [(false, &dirs.lib64), (true, &dirs.lib32)] {
         for dir in list {
             for name in names_in(root, dir, looked) {
-                let cap = match name.strip_suffix(&suffix) {
+                // Every capability that needs it (libnvidia-gpucomp serves
+                // CUDA and GL/EGL alike).
+                let caps: Vec<Capability> = match name.strip_suffix(&suffix) {
                     Some(prefix) => Capability::ALL
                         .into_iter()
-                        .find(|c| libraries_for(*c).contains(&prefix)),
+                        .filter(|c| libraries_for(*c).contains(&prefix))
+                        .collect(),
                     None => OWN_VERSION_LIBRARIES
                         .iter()
-                        .find(|(_, p)| {
+                        .filter(|(_, p)| {
                             name.strip_prefix(p).is_some_and(|v| {
                                 v.split('.').count() >= 3
                                     && crate::require::parse_version(v).is_some()
                             })
                         })
-                        .map(|(c, _)| *c),
+                        .map(|(c, _)| *c)
+                        .collect(),
                 };
-                let Some(cap) = cap else { continue };
+                if caps.is_empty() {
+                    continue;
+                }
                 let Ok(found) = root.find(&dir.join(&name), false) else {
                     continue;
                 };
                 let Ok(mut file) = found.reopen_regular() else {
                     continue;
                 };
-                let cap = if compat32 { Capability::Compat32 } else { cap };
-                let list = out.files.entry(cap).or_default();
-                if list.iter().any(|f| f.host_path == found.host) {
-                    continue;
-                }
-                list.push(DriverFile {
+                let caps = if compat32 {
+                    vec![Capability::Compat32]
+                } else {
+                    caps
+                };
+                let library = DriverFile {
                     kind: FileKind::Library,
                     soname: elf::soname_of(&mut file),
                     host_path: found.host,
                     path_in_root: relative(&found.in_root),
                     compat32,
                     container_path: None,
-                });
+                };
+                for cap in caps {
+                    let list = out.files.entry(cap).or_default();
+                    if !list.iter().any(|f| f.host_path == library.host_path) {
+                        list.push(library.clone());
+                    }
+                }
             }
         }
     }

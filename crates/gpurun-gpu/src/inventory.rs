@@ -292,7 +292,7 @@ pub fn read_proc_driver(proc_root: &Path) -> Option<KernelModule> {
 }
 
 /// "0000:1A:00.0" or NVML's "00000000:1A:00.0" → sysfs's "0000:1a:00.0".
-fn sysfs_bus_id(bus: &str) -> Option<String> {
+pub(crate) fn sysfs_bus_id(bus: &str) -> Option<String> {
     let (domain, rest) = bus.split_once(':')?;
     let domain = u32::from_str_radix(domain, 16).ok()?;
     Some(format!("{domain:04x}:{}", rest.to_ascii_lowercase()))
@@ -541,6 +541,11 @@ mod fake_tree {
             &lib.join("libnvidia-nvvm.so.999.88.77"),
             "libnvidia-nvvm.so.4",
         );
+        // Linked by CUDA's and by GL/EGL's libraries alike.
+        build_so(
+            &lib.join("libnvidia-gpucomp.so.999.88.77"),
+            "libnvidia-gpucomp.so.999.88.77",
+        );
         // A leftover of another driver version and an unknown library.
         build_so(&lib.join("libcuda.so.470.1.2"), "libcuda.so.1");
         build_so(&lib.join("libfoo.so.999.88.77"), "libfoo.so.1");
@@ -609,10 +614,21 @@ mod fake_tree {
                     Some("libcuda.so.1".to_owned())
                 ),
                 (
+                    "usr/lib64/libnvidia-gpucomp.so.999.88.77".to_owned(),
+                    Some("libnvidia-gpucomp.so.999.88.77".to_owned())
+                ),
+                (
                     "usr/lib64/libnvidia-nvvm.so.999.88.77".to_owned(),
                     Some("libnvidia-nvvm.so.4".to_owned())
                 ),
             ]
+        );
+        assert_eq!(
+            names(Capability::Graphics),
+            [(
+                "usr/lib64/libnvidia-gpucomp.so.999.88.77".to_owned(),
+                Some("libnvidia-gpucomp.so.999.88.77".to_owned())
+            )]
         );
         assert!(
             inv.notes

@@ -77,6 +77,11 @@ pub struct ProcDriverNvidia {
     pub params: String,
     pub version: String,
     pub registry: String,
+    /// The given GPUs' directories under /proc/driver/nvidia/gpus (their
+    /// PCI addresses), bound in read-only as libnvidia-container binds
+    /// them: what reads a GPU's `information` there sees exactly the
+    /// given GPUs, and no other.
+    pub gpus: Vec<String>,
 }
 
 /// Library directories of images, most specific first.
@@ -274,7 +279,7 @@ fn imex_nodes(inv: &Inventory, channels: &ImexChannels) -> Result<Vec<DeviceNode
 }
 
 /// Reads the host's /proc/driver/nvidia files for the masked copy.
-fn proc_copy(inv: &Inventory) -> Option<ProcDriverNvidia> {
+fn proc_copy(inv: &Inventory, gpus: &[&Gpu]) -> Option<ProcDriverNvidia> {
     let base = inv.roots.proc_root.join("driver/nvidia");
     let read = |f: &str| std::fs::read_to_string(base.join(f)).unwrap_or_default();
     let version = read("version");
@@ -296,6 +301,11 @@ fn proc_copy(inv: &Inventory) -> Option<ProcDriverNvidia> {
         params,
         version,
         registry: read("registry"),
+        gpus: gpus
+            .iter()
+            .filter_map(|g| crate::inventory::sysfs_bus_id(&g.pci_bus_id))
+            .filter(|bus| base.join("gpus").join(bus).is_dir())
+            .collect(),
     })
 }
 
@@ -566,7 +576,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         mounts,
         env,
         ldcache: ldcache_entries,
-        proc_driver_nvidia: gpu_request.then(|| proc_copy(inv)).flatten(),
+        proc_driver_nvidia: gpu_request.then(|| proc_copy(inv, &gpus)).flatten(),
         drop_prestart_hooks: req.docker_hooks.clone(),
         cuda_compat,
     })
@@ -735,6 +745,27 @@ mod tests {
         }
         let err = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0:5"]), None).unwrap_err();
         assert!(err.to_string().contains("no MIG device 0:5"), "{err}");
+    }
+
+    #[test]
+    fn the_given_gpus_proc_directories_are_bound_in() {
+        let dir = std::env::temp_dir().join(format!("plan-proc-gpus-{}", std::process::id()));
+        let proc = dir.join("driver/nvidia");
+        std::fs::create_dir_all(proc.join("gpus/0000:3b:00.0")).unwrap();
+        std::fs::create_dir_all(proc.join("gpus/0000:5e:00.0")).unwrap();
+        std::fs::write(proc.join("version"), "NVRM version: 535.309.01\n").unwrap();
+        let mut inv = inventory(dir.clone());
+        // NVML's form of the address; /proc names the directory in sysfs's.
+        inv.gpus[0].pci_bus_id = "00000000:3B:00.0".into();
+        let plan = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0"]), None).unwrap();
+        let copy = plan
+            .proc_driver_nvidia
+            .expect("a GPU request masks /proc/driver/nvidia");
+        assert_eq!(copy.gpus, ["0000:3b:00.0"]);
+        std::fs::remove_dir_all(proc.join("gpus/0000:3b:00.0")).unwrap();
+        let plan = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0"]), None).unwrap();
+        assert!(plan.proc_driver_nvidia.unwrap().gpus.is_empty());
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -162,8 +162,11 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             for e in &plan.ldcache {
                 println!("ld.so.cache    {} => {}", e.name, e.path);
             }
-            if plan.proc_driver_nvidia.is_some() {
+            if let Some(copy) = &plan.proc_driver_nvidia {
                 println!("masked         /proc/driver/nvidia");
+                for bus in &copy.gpus {
+                    println!("mount          /proc/driver/nvidia/gpus/{bus} (read-only)");
+                }
             }
             if let Some(compat) = &plan.cuda_compat {
                 println!(
