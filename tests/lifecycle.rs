@@ -802,6 +802,89 @@ fn v1_start_moves_one_thread_and_no_process() {
     assert!(rt.leftovers().is_empty());
 }
 
+/// A root start on a v1 host reads the mount table twice in all, once for
+/// the cgroup hierarchies (before the container's processes are cloned:
+/// they inherit it) and once in the init for the rootfs's parent mount;
+/// it makes one private procfs for pathrs, and opens `devices.allow` once
+/// for all the rules. Each mount table read and procfs mount takes the
+/// kernel's global mount lock, which every start on the host contends for
+/// (a start read it six times and made two procfs mounts before). Cgroup
+/// files and directories are reached from a descriptor of /sys/fs/cgroup,
+/// never by an absolute path: each absolute walk takes sysfs's lock, which
+/// every network namespace made or removed on the host takes for writing
+/// (a hundred such walks per start before). The rules still land:
+/// `tests/gpu.rs` reads the container's `devices.list`, and the device
+/// rule tests above get the cgroup's EPERM; here the writes are counted.
+#[test]
+fn v1_root_start_reads_the_mount_table_twice_and_cgroupfs_from_one_descriptor() {
+    require_root!();
+    if !std::path::Path::new("/sys/fs/cgroup/devices").is_dir() {
+        eprintln!("skipped: not a cgroup v1 host");
+        return;
+    }
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    let scratch = Scratch::new("v1reads");
+    let trace = scratch.path().join("trace");
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args([
+        "-f",
+        "-qq",
+        "-s",
+        "64",
+        "-e",
+        "trace=openat,openat2,fsopen,write,mkdir,mkdirat,rmdir,unlinkat",
+        "-o",
+    ])
+    .arg(&trace)
+    .arg(gpurun_bin())
+    .arg("--root")
+    .arg(&rt.root)
+    .args([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("v1reads"),
+    ]);
+    let out = run_cmd(&mut cmd, TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let trace = fs::read_to_string(&trace).unwrap();
+    let count = |pred: &dyn Fn(&str) -> bool| trace.lines().filter(|l| pred(l)).count();
+    let mountinfo = count(&|l| l.contains("\"mountinfo\"") && !l.contains("= -1"));
+    assert_eq!(mountinfo, 2, "mountinfo reads:\n{trace}");
+    let procfs = count(&|l| l.contains("fsopen(\"proc\", FSOPEN_CLOEXEC)"));
+    assert!(procfs <= 1, "private procfs mounts: {procfs}\n{trace}");
+    let allow_opens = count(&|l| l.contains("/devices.allow\"") && l.contains("O_WRONLY"));
+    assert_eq!(allow_opens, 1, "devices.allow opens:\n{trace}");
+    // Every rule of the default set (runc's: `c *:* m`, `b *:* m`, the
+    // standard nodes, ptys, tun) was written through that one file.
+    let rules = count(&|l| l.contains("write(") && l.contains("\"c *:* m\""));
+    assert_eq!(rules, 1, "the default rules were not written:\n{trace}");
+    let absolute = count(&|l| {
+        [
+            "openat(AT_FDCWD, ",
+            "mkdir(",
+            "rmdir(",
+            "unlinkat(AT_FDCWD, ",
+        ]
+        .iter()
+        .any(|call| l.contains(&format!("{call}\"/sys/fs/cgroup/")))
+    });
+    assert_eq!(absolute, 0, "absolute cgroupfs paths:\n{trace}");
+    // The container joined every hierarchy through `tasks`, relative to
+    // the descriptor, and its cgroups were made and removed so.
+    let relative = |call: &str, tail: &str| {
+        count(&|l| {
+            l.contains(call) && !l.contains("AT_FDCWD") && l.contains(tail) && !l.contains("= -1")
+        })
+    };
+    assert!(relative("openat(", "/tasks\", O_WRONLY") >= 9, "{trace}");
+    assert!(relative("mkdirat(", "\", 0777)") >= 9, "{trace}");
+    assert!(relative("unlinkat(", "AT_REMOVEDIR") >= 9, "{trace}");
+    assert!(rt.leftovers().is_empty());
+}
+
 /// Run as uid 0 inside a user namespace (rootless Podman runs its runtime
 /// so), the protected re-exec still goes through a private read-only
 /// overlay, not a 7.6 MB memfd copy: the overlay's second layer is an empty

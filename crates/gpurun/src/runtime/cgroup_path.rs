@@ -9,6 +9,7 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{bail, Result};
+use libcgroups::cgroupfs;
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
@@ -55,9 +56,12 @@ pub fn choose(spec_path: Option<&Path>, id: &str, systemd: bool) -> Result<PathB
 fn refuse_unusable(path: &Path, text: &str) -> Result<()> {
     // Most containers get a new cgroup: one stat per hierarchy, then only
     // the directories that exist are read.
+    // From libcgroups' descriptor of /sys/fs/cgroup: an absolute path
+    // walks sysfs, whose lock every network namespace made or removed on
+    // the host takes for writing.
     let existing: Vec<PathBuf> = hierarchy_dirs(path)
         .into_iter()
-        .filter(|d| d.is_dir())
+        .filter(|d| cgroupfs::is_dir(d))
         .collect();
     if let Some((holder, count)) = occupied(&existing) {
         bail!(
@@ -94,7 +98,7 @@ fn hierarchy_dirs(path: &Path) -> Vec<PathBuf> {
 /// number of processes.
 fn occupied(dirs: &[PathBuf]) -> Option<(PathBuf, usize)> {
     dirs.iter().find_map(|dir| {
-        let procs = fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+        let procs = cgroupfs::read_to_string(&dir.join("cgroup.procs")).ok()?;
         let count = procs.lines().filter(|l| !l.trim().is_empty()).count();
         (count > 0).then(|| (dir.clone(), count))
     })
@@ -105,7 +109,7 @@ fn occupied(dirs: &[PathBuf]) -> Option<(PathBuf, usize)> {
 fn frozen(dirs: &[PathBuf]) -> Option<PathBuf> {
     dirs.iter()
         .find(|dir| {
-            let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap_or_default();
+            let read = |f: &str| cgroupfs::read_to_string(&dir.join(f)).unwrap_or_default();
             matches!(read("freezer.state").trim(), "FROZEN" | "FREEZING")
                 || read("cgroup.freeze").trim() == "1"
         })

@@ -53,6 +53,27 @@ impl<'a> LaunchArgs<'a> {
     }
 }
 
+/// As root on a v1 or hybrid host, the cgroup hierarchies (and pathrs'
+/// procfs handle) are looked up here, before the container's processes are
+/// cloned: the intermediate process and the init inherit them, and so does
+/// the delete at the end of a `run`. Each used to read mountinfo on its
+/// own, five reads and two private procfs mounts per start, all taking
+/// the kernel's global mount lock against every other start on the host
+/// (libcgroups patch 21). Rootless and v2 starts read none of it here.
+fn read_cgroup_mounts_once(ctx: &Ctx) {
+    use libcgroups::common::CgroupSetup;
+    if ctx.settings.systemd_cgroup || !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    if matches!(
+        libcgroups::common::get_cgroup_setup(),
+        Ok(CgroupSetup::Legacy | CgroupSetup::Hybrid)
+    ) {
+        // A failure is met again, and reported, where the table is used.
+        let _ = libcgroups::v1::util::cgroup_mounts();
+    }
+}
+
 pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleSocket>)> {
     let prepared = prepare::prepare(&CreateOptions {
         root: &ctx.root,
@@ -78,6 +99,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
         own_console = Some(ConsoleSocket::bind(&relayed_socket)?);
         console_socket = Some(&relayed_socket);
     }
+    read_cgroup_mounts_once(ctx);
     let mut builder = ContainerBuilder::new(args.id.to_owned(), SyscallType::default());
     if let Some(output) = args.output {
         builder.stderr = Some(

@@ -1,5 +1,5 @@
 use std::fmt::{Debug, Display};
-use std::fs::{self, File};
+use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf, StripPrefixError};
 use std::time::Duration;
@@ -153,7 +153,7 @@ impl AnyCgroupManager {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupSetup {
     Hybrid,
     Legacy,
@@ -284,11 +284,8 @@ fn has_one_thread() -> bool {
 pub fn write_cgroup_file_str<P: AsRef<Path>>(path: P, data: &str) -> Result<(), WrappedIoError> {
     let path = path.as_ref();
 
-    fs::OpenOptions::new()
-        .create(false)
-        .write(true)
-        .truncate(false)
-        .open(path)
+    // gpurun patch 22: below /sys/fs/cgroup, from its descriptor.
+    crate::cgroupfs::open(path, nix::fcntl::OFlag::O_WRONLY)
         .map_err(|err| WrappedIoError::Open {
             err,
             path: path.to_path_buf(),
@@ -311,11 +308,7 @@ pub fn write_cgroup_file<P: AsRef<Path>, T: ToString>(
     let path = path.as_ref();
     let data = data.to_string();
 
-    fs::OpenOptions::new()
-        .create(false)
-        .write(true)
-        .truncate(false)
-        .open(path)
+    crate::cgroupfs::open(path, nix::fcntl::OFlag::O_WRONLY)
         .map_err(|err| WrappedIoError::Open {
             err,
             path: path.to_path_buf(),
@@ -333,7 +326,7 @@ pub fn write_cgroup_file<P: AsRef<Path>, T: ToString>(
 #[inline]
 pub fn read_cgroup_file<P: AsRef<Path>>(path: P) -> Result<String, WrappedIoError> {
     let path = path.as_ref();
-    fs::read_to_string(path).map_err(|err| WrappedIoError::Read {
+    crate::cgroupfs::read_to_string(path).map_err(|err| WrappedIoError::Read {
         err,
         path: path.to_path_buf(),
     })
@@ -391,8 +384,17 @@ pub fn get_cgroup_setup_with_root(root_path: &Path) -> Result<CgroupSetup, GetCg
     Err(GetCgroupSetupError::FailedToDetect)
 }
 
+/// The host's cgroup setup, found once per process (gpurun patch): a
+/// container start asked in the runtime, its intermediate process and the
+/// container's init, each time with four syscalls. A process cloned after
+/// the first answer inherits it.
 pub fn get_cgroup_setup() -> Result<CgroupSetup, GetCgroupSetupError> {
-    get_cgroup_setup_with_root(Path::new(DEFAULT_CGROUP_ROOT))
+    static SETUP: std::sync::OnceLock<CgroupSetup> = std::sync::OnceLock::new();
+    if let Some(setup) = SETUP.get() {
+        return Ok(*setup);
+    }
+    let setup = get_cgroup_setup_with_root(Path::new(DEFAULT_CGROUP_ROOT))?;
+    Ok(*SETUP.get_or_init(|| setup))
 }
 
 #[derive(thiserror::Error, Debug)]
@@ -429,7 +431,13 @@ pub fn create_cgroup_manager_with_root(
         None => Path::new(DEFAULT_CGROUP_ROOT),
     };
 
-    let cgroup_setup = get_cgroup_setup_with_root(root).map_err(|err| match err {
+    // gpurun patch 21: the default root's setup is found once per process.
+    let setup = if root == Path::new(DEFAULT_CGROUP_ROOT) {
+        get_cgroup_setup()
+    } else {
+        get_cgroup_setup_with_root(root)
+    };
+    let cgroup_setup = setup.map_err(|err| match err {
         GetCgroupSetupError::WrappedIo(err) => CreateCgroupSetupError::WrappedIo(err),
         GetCgroupSetupError::NonDefault => CreateCgroupSetupError::NonDefault,
         GetCgroupSetupError::FailedToDetect => CreateCgroupSetupError::FailedToDetect,
@@ -532,8 +540,9 @@ pub fn get_all_pids(path: &Path) -> Result<Vec<Pid>, WrappedIoError> {
     let mut result = vec![];
     walk_dir(path, &mut |p| {
         let file_path = p.join(CGROUP_PROCS);
-        if file_path.exists() {
-            let file = File::open(&file_path).wrap_open(&file_path)?;
+        if crate::cgroupfs::exists(&file_path) {
+            let file = crate::cgroupfs::open(&file_path, nix::fcntl::OFlag::O_RDONLY)
+                .wrap_open(&file_path)?;
             for line in BufReader::new(file).lines().map_while(Result::ok) {
                 result.push(Pid::from_raw(
                     line.parse::<i32>()
@@ -553,13 +562,8 @@ where
     E: From<WrappedIoError>,
 {
     c(path)?;
-    for entry in fs::read_dir(path).wrap_read(path)? {
-        let entry = entry.wrap_open(path)?;
-        let path = entry.path();
-
-        if path.is_dir() {
-            walk_dir(&path, c)?;
-        }
+    for name in crate::cgroupfs::subdirectories(path).wrap_read(path)? {
+        walk_dir(&path.join(name), c)?;
     }
     Ok(())
 }
@@ -733,14 +737,13 @@ pub(crate) fn default_devices() -> Vec<LinuxDevice> {
 
 /// Removes the cgroup directories below `path`, deepest first.
 fn remove_sub_cgroups(path: &Path) {
-    let Ok(entries) = fs::read_dir(path) else {
+    let Ok(names) = crate::cgroupfs::subdirectories(path) else {
         return;
     };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            remove_sub_cgroups(&entry.path());
-            let _ = fs::remove_dir(entry.path());
-        }
+    for name in names {
+        let sub = path.join(name);
+        remove_sub_cgroups(&sub);
+        let _ = crate::cgroupfs::remove_dir(&sub);
     }
 }
 
@@ -759,7 +762,7 @@ pub(crate) fn delete_with_retry<P: AsRef<Path>, L: Into<Option<Duration>>>(
         // gpurun patch: sub-cgroups first (made for `exec --cgroup`), as
         // runc removes them; their directories hold only control files.
         remove_sub_cgroups(path);
-        if fs::remove_dir(path).is_ok() {
+        if crate::cgroupfs::remove_dir(path).is_ok() {
             return Ok(());
         }
 

@@ -12,6 +12,7 @@ extern crate mockall;
 
 mod test;
 
+pub mod cgroupfs;
 pub mod common;
 pub mod stats;
 #[cfg(feature = "systemd")]

@@ -1,4 +1,3 @@
-use std::fs;
 use std::path::Path;
 
 use nix::unistd::Pid;
@@ -11,7 +10,8 @@ pub(super) trait Controller {
 
     /// Adds a new task specified by its pid to the cgroup
     fn add_task(pid: Pid, cgroup_path: &Path) -> Result<(), Self::Error> {
-        fs::create_dir_all(cgroup_path).wrap_create_dir(cgroup_path)?;
+        // gpurun patch 22: below /sys/fs/cgroup, from its descriptor.
+        crate::cgroupfs::create_dir_all(cgroup_path).wrap_create_dir(cgroup_path)?;
         common::add_task_v1(pid, cgroup_path)?;
         Ok(())
     }

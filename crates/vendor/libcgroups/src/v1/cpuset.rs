@@ -1,4 +1,3 @@
-use std::fs;
 use std::path::{Path, PathBuf, StripPrefixError};
 
 use nix::unistd;
@@ -35,7 +34,7 @@ impl Controller for CpuSet {
     type Resource = LinuxCpu;
 
     fn add_task(pid: Pid, cgroup_path: &Path) -> Result<(), Self::Error> {
-        fs::create_dir_all(cgroup_path).wrap_create_dir(cgroup_path)?;
+        crate::cgroupfs::create_dir_all(cgroup_path).wrap_create_dir(cgroup_path)?;
 
         Self::ensure_not_empty(cgroup_path, CGROUP_CPUSET_CPUS)?;
         Self::ensure_not_empty(cgroup_path, CGROUP_CPUSET_MEMS)?;
@@ -93,15 +92,16 @@ impl CpuSet {
         })?;
 
         for component in relative_cgroup_path.components() {
-            let parent_value =
-                fs::read_to_string(current.join(interface_file)).wrap_read(cgroup_path)?;
+            let parent_value = crate::cgroupfs::read_to_string(&current.join(interface_file))
+                .wrap_read(cgroup_path)?;
             if parent_value.trim().is_empty() {
                 return Err(V1CpuSetControllerError::EmptyParent);
             }
 
             current.push(component);
             let child_path = current.join(interface_file);
-            let child_value = fs::read_to_string(&child_path).wrap_read(&child_path)?;
+            let child_value =
+                crate::cgroupfs::read_to_string(&child_path).wrap_read(&child_path)?;
             // the file can contain a newline character. Need to trim it away,
             // otherwise it is not considered empty and value will not be written
             if child_value.trim().is_empty() {

@@ -1,3 +1,5 @@
+use std::fs::File;
+use std::io::Write;
 use std::path::Path;
 
 use oci_spec::runtime::LinuxDeviceCgroup;
@@ -19,8 +21,9 @@ impl Controller for Devices {
             .devices()
             .clone()
             .unwrap_or_default();
+        let mut files = RuleFiles::new(cgroup_root);
         for d in common::ordered_device_rules(&spec_rules) {
-            match Self::apply_device(&d, cgroup_root) {
+            match files.write(&d) {
                 // gpurun patch: a parent that refuses some of these devices
                 // (a Slurm step with ConstrainDevices denies the GPUs it
                 // did not allocate) refuses an allow rule that covers them,
@@ -44,15 +47,53 @@ impl Controller for Devices {
 }
 
 impl Devices {
+    #[cfg(test)]
     fn apply_device(device: &LinuxDeviceCgroup, cgroup_root: &Path) -> Result<(), WrappedIoError> {
-        let path = if device.allow() {
-            cgroup_root.join("devices.allow")
-        } else {
-            cgroup_root.join("devices.deny")
-        };
+        RuleFiles::new(cgroup_root).write(device)
+    }
+}
 
-        common::write_cgroup_file_str(path, &device.to_string())?;
-        Ok(())
+/// `devices.allow` and `devices.deny` of one cgroup, each opened once for
+/// all the rules (gpurun patch): an open per rule walked the cgroup's path
+/// again each time, a dozen kernfs lookups per container contending with
+/// every cgroup made or removed on the host. Each rule is still one
+/// write(2), which is how the kernel reads them.
+struct RuleFiles<'a> {
+    cgroup_root: &'a Path,
+    allow: Option<File>,
+    deny: Option<File>,
+}
+
+impl<'a> RuleFiles<'a> {
+    fn new(cgroup_root: &'a Path) -> Self {
+        Self {
+            cgroup_root,
+            allow: None,
+            deny: None,
+        }
+    }
+
+    fn write(&mut self, device: &LinuxDeviceCgroup) -> Result<(), WrappedIoError> {
+        let (slot, name) = if device.allow() {
+            (&mut self.allow, "devices.allow")
+        } else {
+            (&mut self.deny, "devices.deny")
+        };
+        let path = || self.cgroup_root.join(name);
+        let file = match slot {
+            Some(file) => file,
+            None => slot.insert(
+                crate::cgroupfs::open(&path(), nix::fcntl::OFlag::O_WRONLY)
+                    .map_err(|err| WrappedIoError::Open { err, path: path() })?,
+            ),
+        };
+        let rule = device.to_string();
+        file.write_all(rule.as_bytes())
+            .map_err(|err| WrappedIoError::Write {
+                err,
+                path: path(),
+                data: rule,
+            })
     }
 }
 

@@ -1,5 +1,4 @@
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -103,6 +102,16 @@ pub enum V1ManagerError {
     MemoryStats(#[from] V1MemoryStatsError),
 }
 
+/// Makes `dir` and writes `pid` to its `file` (gpurun patch 22: below
+/// /sys/fs/cgroup, from its descriptor).
+fn join_by(dir: &Path, file: &str, pid: Pid) -> std::io::Result<()> {
+    use std::io::Write;
+    crate::cgroupfs::create_dir_all(dir)?;
+    let flags =
+        nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_CREAT | nix::fcntl::OFlag::O_TRUNC;
+    crate::cgroupfs::open(&dir.join(file), flags)?.write_all(pid.to_string().as_bytes())
+}
+
 impl Manager {
     /// Constructs a new cgroup manager with cgroups_path being relative to the root of the subsystem
     pub fn new(cgroup_path: &Path) -> Result<Self, V1ManagerError> {
@@ -117,7 +126,7 @@ impl Manager {
         )?)?;
         for subsystem in CONTROLLERS {
             if let Ok(subsystem_path) =
-                Self::get_subsystem_path(cgroup_path, subsystem, &mounts, &own_cgroups)
+                Self::get_subsystem_path(cgroup_path, subsystem, mounts, &own_cgroups)
             {
                 subsystems.insert(*subsystem, subsystem_path);
             } else {
@@ -129,7 +138,7 @@ impl Manager {
         let tracking = if uses_caller_cgroup {
             Vec::new()
         } else {
-            Self::tracking_cgroups(cgroup_path, &mounts, &own_cgroups)
+            Self::tracking_cgroups(cgroup_path, mounts, &own_cgroups)
         };
         Ok(Manager {
             subsystems,
@@ -190,7 +199,9 @@ impl Manager {
             .join("unified")
             .join_safely(cgroup_path)
             .ok()?;
-        if fs::create_dir_all(&dir).is_err() || (rootless && !Self::rootless_usable(&dir)) {
+        if crate::cgroupfs::create_dir_all(&dir).is_err()
+            || (rootless && !Self::rootless_usable(&dir))
+        {
             return None;
         }
         Some(dir)
@@ -206,11 +217,9 @@ impl Manager {
                 if pid.as_raw() == 0 && common::caller_in_v2_cgroup(&cgroup.root, &cgroup.path) {
                     continue;
                 }
-                fs::create_dir_all(&cgroup.path)
-                    .and_then(|()| fs::write(cgroup.path.join(CGROUP_PROCS), pid.to_string()))
+                join_by(&cgroup.path, CGROUP_PROCS, pid)
             } else {
-                fs::create_dir_all(&cgroup.path)
-                    .and_then(|()| fs::write(cgroup.path.join("tasks"), pid.to_string()))
+                join_by(&cgroup.path, "tasks", pid)
             };
             if let Err(err) = joined {
                 tracing::debug!("cannot join {:?}: {err}", cgroup.path);
@@ -229,7 +238,7 @@ impl Manager {
     /// Whether a rootless caller can use this subsystem directory: it exists
     /// (or can be created) and its `cgroup.procs` is writable.
     fn rootless_usable(path: &Path) -> bool {
-        if !path.exists() && fs::create_dir_all(path).is_err() {
+        if !crate::cgroupfs::exists(path) && crate::cgroupfs::create_dir_all(path).is_err() {
             return false;
         }
         nix::unistd::access(&path.join(CGROUP_PROCS), nix::unistd::AccessFlags::W_OK).is_ok()
@@ -387,10 +396,10 @@ impl CgroupManager for Manager {
             return Ok(());
         }
         for cgroup_path in self.subsystems.values() {
-            if cgroup_path.exists() {
+            if crate::cgroupfs::exists(cgroup_path) {
                 tracing::debug!("remove cgroup {:?}", cgroup_path);
                 let procs_path = cgroup_path.join(CGROUP_PROCS);
-                let procs = fs::read_to_string(&procs_path).wrap_read(&procs_path)?;
+                let procs = crate::cgroupfs::read_to_string(&procs_path).wrap_read(&procs_path)?;
 
                 for line in procs.lines() {
                     let pid: i32 = line
@@ -404,7 +413,7 @@ impl CgroupManager for Manager {
             }
         }
         for cgroup in &self.tracking {
-            if cgroup.path.exists() {
+            if crate::cgroupfs::exists(&cgroup.path) {
                 if let Err(err) =
                     common::delete_with_retry(&cgroup.path, 4, Duration::from_millis(100))
                 {

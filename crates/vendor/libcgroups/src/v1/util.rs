@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use pathrs::flags::OpenFlags;
 use pathrs::procfs::{ProcfsBase, ProcfsHandle};
@@ -25,26 +26,11 @@ pub enum V1MountPointError {
 /// List all cgroup v1 subsystem mount points on the system. This can include unsupported
 /// subsystems, comounted controllers and named hierarchies.
 pub fn list_subsystem_mount_points() -> Result<Vec<PathBuf>, V1MountPointError> {
-    let reader = BufReader::new(ProcfsHandle::new()?.open(
-        ProcfsBase::ProcSelf,
-        "mountinfo",
-        OpenFlags::O_RDONLY | OpenFlags::O_CLOEXEC,
-    )?);
-
-    reader
-        .lines()
-        .map(|lr| {
-            lr.map_err(V1MountPointError::Io)
-                .and_then(|line| MountInfo::from_line(&line).map_err(V1MountPointError::MountInfo))
-        })
-        .try_fold(Vec::new(), |mut mount_points, r| {
-            r.map(|m| {
-                if m.fs_type == "cgroup" {
-                    mount_points.push(m.mount_point);
-                }
-                mount_points
-            })
-        })
+    Ok(cgroup_mounts()?
+        .iter()
+        .filter(|m| m.fs_type == "cgroup")
+        .map(|m| m.mount_point.clone())
+        .collect())
 }
 
 /// List the mount points of all currently supported cgroup subsystems.
@@ -62,13 +48,22 @@ pub fn list_supported_mount_points() -> Result<HashMap<ControllerType, PathBuf>,
 }
 
 pub fn get_subsystem_mount_point(subsystem: &ControllerType) -> Result<PathBuf, V1MountPointError> {
-    find_subsystem_mount_point(subsystem, &cgroup_mounts()?)
+    find_subsystem_mount_point(subsystem, cgroup_mounts()?)
 }
 
-/// The cgroup v1 mounts of /proc/self/mountinfo, read once so that the
-/// mount point of every subsystem can be looked up in them (gpurun patch:
-/// each lookup used to read and check the file again).
-pub fn cgroup_mounts() -> Result<Vec<MountInfo>, V1MountPointError> {
+/// The cgroup and cgroup2 mounts of /proc/self/mountinfo, read once per
+/// process (gpurun patch): every lookup used to read and check the file
+/// again, six times in one container start between the runtime, its
+/// intermediate process and the container's init, each read taking the
+/// kernel's global mount-namespace lock against every other mount on the
+/// host. A process cloned after the first read inherits the table. The
+/// hierarchies a runtime finds at its start are those it uses until it
+/// exits, as runc keeps its cgroup paths.
+pub fn cgroup_mounts() -> Result<&'static [MountInfo], V1MountPointError> {
+    static MOUNTS: OnceLock<Vec<MountInfo>> = OnceLock::new();
+    if let Some(mounts) = MOUNTS.get() {
+        return Ok(mounts);
+    }
     let reader = BufReader::new(ProcfsHandle::new()?.open(
         ProcfsBase::ProcSelf,
         "mountinfo",
@@ -82,7 +77,7 @@ pub fn cgroup_mounts() -> Result<Vec<MountInfo>, V1MountPointError> {
             mounts.push(mount);
         }
     }
-    Ok(mounts)
+    Ok(MOUNTS.get_or_init(|| mounts))
 }
 
 /// The mount point of `subsystem` among `mounts` (from [`cgroup_mounts`]).

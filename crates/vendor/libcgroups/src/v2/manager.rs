@@ -127,7 +127,7 @@ impl Manager {
     /// container's first process straight into it (CLONE_INTO_CGROUP).
     /// `None` when a rootless caller may not make it.
     pub fn prepare_clone_into(&self) -> Result<Option<PathBuf>, V2ManagerError> {
-        if self.full_path.exists() || self.make_dirs()? {
+        if crate::cgroupfs::exists(&self.full_path) || self.make_dirs()? {
             return Ok(Some(self.full_path.clone()));
         }
         Ok(None)
@@ -157,7 +157,7 @@ impl Manager {
             .peekable();
         while let Some(component) = components.next() {
             current_path = current_path.join(component);
-            if !current_path.exists() {
+            if !crate::cgroupfs::exists(&current_path) {
                 match fs::create_dir(&current_path).wrap_create_dir(&current_path) {
                     Ok(()) => {
                         fs::metadata(&current_path)
@@ -240,7 +240,7 @@ impl CgroupManager for Manager {
         if pid == Pid::this() && self.holds_caller() {
             return Ok(());
         }
-        if self.full_path.exists() {
+        if crate::cgroupfs::exists(&self.full_path) {
             return self.attach_pid(pid);
         }
         self.create_unified_cgroup(pid)?;

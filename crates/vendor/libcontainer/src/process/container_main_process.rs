@@ -82,14 +82,13 @@ fn clone_into_cgroup(args: &ContainerArgs) -> Option<std::os::fd::OwnedFd> {
             .with_rootless(rootless)
             .prepare_clone_into()?
     };
-    nix::fcntl::open(
+    // From libcgroups' descriptor of /sys/fs/cgroup (libcgroups patch 22).
+    libcgroups::cgroupfs::open(
         &dir,
-        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
     )
     .ok()
-    // SAFETY: open returned a new descriptor that nothing else owns.
-    .map(|fd| unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    .map(std::os::fd::OwnedFd::from)
 }
 
 pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
