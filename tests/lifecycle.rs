@@ -761,6 +761,37 @@ fn every_container_process_is_in_the_container_cgroup_of_every_controller() {
     assert!(cgroup_dirs(&format!("gpurun/{id}")).is_empty());
 }
 
+/// A root `run` of `true` from a busybox bundle under `strace -f`, tracing
+/// the system calls `calls`: the run's output and the trace.
+fn strace_run_of_true(rt: &Runtime, calls: &str, id_prefix: &str) -> (Ran, String) {
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    let scratch = Scratch::new(id_prefix);
+    let trace = scratch.path().join("trace");
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args([
+        "-f",
+        "-qq",
+        "-s",
+        "64",
+        "-e",
+        &format!("trace={calls}"),
+        "-o",
+    ])
+    .arg(&trace)
+    .arg(gpurun_bin())
+    .arg("--root")
+    .arg(&rt.root)
+    .args([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique(id_prefix),
+    ]);
+    let out = run_cmd(&mut cmd, TIMEOUT);
+    (out, fs::read_to_string(&trace).unwrap())
+}
+
 /// On cgroup v1 the container's single-threaded intermediate process joins
 /// by moving its own thread through `tasks`: nothing is moved through
 /// `cgroup.procs`, which would cost an RCU grace period on every start.
@@ -773,24 +804,7 @@ fn v1_start_moves_one_thread_and_no_process() {
         return;
     }
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["true"]);
-    let scratch = Scratch::new("v1strace");
-    let trace = scratch.path().join("trace");
-    let mut cmd = std::process::Command::new("strace");
-    cmd.args(["-f", "-qq", "-e", "trace=openat", "-o"])
-        .arg(&trace)
-        .arg(gpurun_bin())
-        .arg("--root")
-        .arg(&rt.root)
-        .args([
-            "run",
-            "--bundle",
-            bundle.dir.to_str().unwrap(),
-            &unique("v1tasks"),
-        ]);
-    run_cmd(&mut cmd, TIMEOUT).ok();
-    let trace = fs::read_to_string(&trace).unwrap();
+    let (_, trace) = strace_run_of_true(&rt, "openat", "v1tasks");
     let writes = |file: &str| {
         trace
             .lines()
@@ -823,33 +837,12 @@ fn v1_root_start_reads_the_mount_table_twice_and_cgroupfs_from_one_descriptor() 
         return;
     }
     let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&["true"]);
-    let scratch = Scratch::new("v1reads");
-    let trace = scratch.path().join("trace");
-    let mut cmd = std::process::Command::new("strace");
-    cmd.args([
-        "-f",
-        "-qq",
-        "-s",
-        "64",
-        "-e",
-        "trace=openat,openat2,fsopen,write,mkdir,mkdirat,rmdir,unlinkat",
-        "-o",
-    ])
-    .arg(&trace)
-    .arg(gpurun_bin())
-    .arg("--root")
-    .arg(&rt.root)
-    .args([
-        "run",
-        "--bundle",
-        bundle.dir.to_str().unwrap(),
-        &unique("v1reads"),
-    ]);
-    let out = run_cmd(&mut cmd, TIMEOUT);
+    let (out, trace) = strace_run_of_true(
+        &rt,
+        "openat,openat2,fsopen,write,mkdir,mkdirat,rmdir,unlinkat",
+        "v1reads",
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let trace = fs::read_to_string(&trace).unwrap();
     let count = |pred: &dyn Fn(&str) -> bool| trace.lines().filter(|l| pred(l)).count();
     let mountinfo = count(&|l| l.contains("\"mountinfo\"") && !l.contains("= -1"));
     assert_eq!(mountinfo, 2, "mountinfo reads:\n{trace}");

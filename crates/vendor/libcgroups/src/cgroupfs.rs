@@ -97,20 +97,20 @@ pub fn is_dir(path: &Path) -> bool {
 /// `mkdir -p`, with 0777 less the umask, as `std::fs::create_dir_all`.
 pub fn create_dir_all(path: &Path) -> io::Result<()> {
     let (dir, rest) = at(path);
-    match nix::sys::stat::mkdirat(dir, rest, Mode::from_bits_truncate(0o777)) {
-        Ok(()) => Ok(()),
+    // A directory made meanwhile by someone else is as good as ours.
+    let mkdir = || match nix::sys::stat::mkdirat(dir, rest, Mode::from_bits_truncate(0o777)) {
         Err(Errno::EEXIST) if is_dir(path) => Ok(()),
+        result => result,
+    };
+    match mkdir() {
         Err(Errno::ENOENT) => match path.parent() {
-            Some(parent) if parent != path && !parent.as_os_str().is_empty() => {
+            Some(parent) if !parent.as_os_str().is_empty() => {
                 create_dir_all(parent)?;
-                match nix::sys::stat::mkdirat(dir, rest, Mode::from_bits_truncate(0o777)) {
-                    Err(Errno::EEXIST) if is_dir(path) => Ok(()),
-                    result => Ok(result?),
-                }
+                Ok(mkdir()?)
             }
             _ => Err(Errno::ENOENT.into()),
         },
-        Err(err) => Err(err.into()),
+        result => Ok(result?),
     }
 }
 

@@ -305,22 +305,7 @@ pub fn write_cgroup_file<P: AsRef<Path>, T: ToString>(
     path: P,
     data: T,
 ) -> Result<(), WrappedIoError> {
-    let path = path.as_ref();
-    let data = data.to_string();
-
-    crate::cgroupfs::open(path, nix::fcntl::OFlag::O_WRONLY)
-        .map_err(|err| WrappedIoError::Open {
-            err,
-            path: path.to_path_buf(),
-        })?
-        .write_all(data.as_bytes())
-        .map_err(|err| WrappedIoError::Write {
-            err,
-            path: path.to_path_buf(),
-            data,
-        })?;
-
-    Ok(())
+    write_cgroup_file_str(path, &data.to_string())
 }
 
 #[inline]
