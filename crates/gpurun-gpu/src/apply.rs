@@ -41,7 +41,7 @@ pub struct Applied {
     pub overlays: usize,
 }
 
-fn bind(source: &Path, destination: &Path, options: &[String]) -> Result<Mount> {
+pub(crate) fn bind(source: &Path, destination: &Path, options: &[String]) -> Result<Mount> {
     Ok(MountBuilder::default()
         .destination(destination)
         .typ("bind")
@@ -52,7 +52,7 @@ fn bind(source: &Path, destination: &Path, options: &[String]) -> Result<Mount> 
 
 /// Options for the files gpurun writes for the container (the linker cache,
 /// the /proc/driver/nvidia copies): read-only data, nothing to run.
-fn read_only_file_bind() -> Vec<String> {
+pub(crate) fn read_only_file_bind() -> Vec<String> {
     ["bind", "ro", "nosuid", "nodev", "noexec"]
         .into_iter()
         .map(str::to_owned)
@@ -293,6 +293,17 @@ fn linker_cache_mount(
     if plan.ldcache.is_empty() {
         return Ok(None);
     }
+    linker_cache_bind(&plan.ldcache, rootfs, shared, applied).map(Some)
+}
+
+/// The image's cache with `entries` on top, kept in `shared` by content,
+/// as a read-only bind over /etc/ld.so.cache.
+pub(crate) fn linker_cache_bind(
+    entries: &[ldcache::Entry],
+    rootfs: &Path,
+    shared: &Path,
+    applied: &mut Applied,
+) -> Result<Mount> {
     let mut problem = None;
     let image_bytes = Rootfs::open(rootfs)
         .and_then(|r| r.read(Path::new("/etc/ld.so.cache"), MAX_IMAGE_LDCACHE))
@@ -302,7 +313,7 @@ fn linker_cache_mount(
         });
     let file = shared_file(
         &shared.join("ldcache"),
-        &[&image_bytes, &entries_key(&plan.ldcache)],
+        &[&image_bytes, &entries_key(entries)],
         || {
             let image = match ldcache::parse(&image_bytes) {
                 Ok(entries) => entries,
@@ -311,17 +322,13 @@ fn linker_cache_mount(
                     Vec::new()
                 }
             };
-            ldcache::write(&ldcache::merge(image, &plan.ldcache))
+            ldcache::write(&ldcache::merge(image, entries))
         },
     )
     .context("write the container's ld.so.cache")?;
     applied.image_ldcache_problem = problem;
-    applied.ldcache_entries = plan.ldcache.len();
-    Ok(Some(bind(
-        &file,
-        Path::new("/etc/ld.so.cache"),
-        &read_only_file_bind(),
-    )?))
+    applied.ldcache_entries = entries.len();
+    bind(&file, Path::new("/etc/ld.so.cache"), &read_only_file_bind())
 }
 
 /// The spec's mounts, then the injected ones, with the mount points the
@@ -332,11 +339,35 @@ fn linker_cache_mount(
 fn with_mount_points(
     spec: &Spec,
     spec_mounts: Vec<Mount>,
-    mut mounts: Vec<Mount>,
+    mounts: Vec<Mount>,
     rootfs: &Path,
     shared: &Path,
     applied: &mut Applied,
 ) -> Result<Vec<Mount>> {
+    with_mount_points_and(
+        spec,
+        spec_mounts,
+        mounts,
+        Vec::new(),
+        rootfs,
+        shared,
+        applied,
+    )
+    .map(|(all, _)| all)
+}
+
+/// `with_mount_points`, with `extra` entries for the layers beside the
+/// injected mounts' (links, the spec's own binds); returns what was
+/// provided too.
+pub(crate) fn with_mount_points_and(
+    spec: &Spec,
+    spec_mounts: Vec<Mount>,
+    mut mounts: Vec<Mount>,
+    extra: Vec<mount_points::Needed>,
+    rootfs: &Path,
+    shared: &Path,
+    applied: &mut Applied,
+) -> Result<(Vec<Mount>, mount_points::Provided)> {
     let binds: Vec<&Mount> = mounts
         .iter()
         .filter(|m| m.typ().as_deref() == Some("bind"))
@@ -359,7 +390,7 @@ fn with_mount_points(
             }
         }
     }
-    let needed: Vec<mount_points::Needed> = binds
+    let mut needed: Vec<mount_points::Needed> = binds
         .iter()
         .map(|m| {
             let source = m.source().as_deref().unwrap_or(Path::new(""));
@@ -382,6 +413,7 @@ fn with_mount_points(
             }
         })
         .collect();
+    needed.extend(extra);
     let read_only_root = spec
         .root()
         .as_ref()
@@ -406,13 +438,13 @@ fn with_mount_points(
         );
     }
     let mut all = spec_mounts;
-    let mut overlays = provided.overlays;
+    let mut overlays = provided.overlays.clone();
     overlays.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
     for (at, overlay) in overlays {
         all.insert(at, overlay);
     }
     all.extend(mounts);
-    Ok(all)
+    Ok((all, provided))
 }
 
 /// The bytes that identify the injected cache entries.

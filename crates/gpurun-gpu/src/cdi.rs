@@ -1,5 +1,7 @@
 //! A CDI spec for this host (`gpurun gpu cdi`), for engines that apply CDI
-//! edits themselves (podman `--device nvidia.com/gpu=0`, containerd, Docker).
+//! edits themselves (podman `--device nvidia.com/gpu=0`, containerd, Docker),
+//! in NVIDIA's own form, so that it runs under gpurun (hooks done natively)
+//! and under runc or crun (hooks run as `gpurun cdi-hook`).
 
 use std::path::Path;
 
@@ -26,11 +28,50 @@ fn node(n: &DeviceNode) -> Value {
     })
 }
 
-/// The spec: one device per GPU index and UUID plus "all"; the driver's
-/// utility and compute files and control nodes as common edits. Libraries
-/// land in the standard x86-64 directory under their file name and SONAME,
-/// so an image finds them without running a hook.
-pub fn spec(inv: &Inventory) -> Value {
+/// The program NVIDIA's CDI hooks name in a spec gpurun writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookProgram {
+    /// This gpurun binary, as `gpurun cdi-hook SUB …`: the spec works under
+    /// runc and crun with no toolkit installed, and gpurun itself does the
+    /// hooks' work natively.
+    Gpurun(std::path::PathBuf),
+    /// `/usr/bin/nvidia-cdi-hook SUB …`, the toolkit's own form.
+    NvidiaCdiHook,
+}
+
+impl HookProgram {
+    fn hook(&self, args: &[String]) -> Value {
+        let (path, mut all) = match self {
+            HookProgram::Gpurun(path) => (
+                path.to_string_lossy().into_owned(),
+                vec![
+                    "gpurun".to_owned(),
+                    crate::cdi_hooks::GPURUN_SUBCOMMAND.to_owned(),
+                ],
+            ),
+            HookProgram::NvidiaCdiHook => (
+                "/usr/bin/nvidia-cdi-hook".to_owned(),
+                vec![crate::cdi_hooks::NVIDIA_CDI_HOOK.to_owned()],
+            ),
+        };
+        all.extend_from_slice(args);
+        json!({
+            "hookName": "createContainer",
+            "path": path,
+            "args": all,
+            "env": ["NVIDIA_CTK_DEBUG=false"],
+        })
+    }
+}
+
+/// The spec, in the form `nvidia-ctk cdi generate` writes: one device per
+/// GPU index and UUID plus "all"; the driver's utility and compute files
+/// bind-mounted at their driver-root paths (programs in /usr/bin), and the
+/// hooks that make them usable there (the `.so` link, CUDA compat, the
+/// linker cache over the library folders, `params`). Images that search
+/// neither `/usr/lib/x86_64-linux-gnu` nor the driver's folder (RHEL's
+/// `/usr/lib64`) find the libraries through the linker cache.
+pub fn spec(inv: &Inventory, hooks: &HookProgram) -> Value {
     let mut devices = Vec::new();
     for gpu in &inv.gpus {
         let nodes: Vec<Value> = gpu.node.iter().map(node).collect();
@@ -47,46 +88,77 @@ pub fn spec(inv: &Inventory) -> Value {
     devices.push(json!({ "name": "all", "containerEdits": { "deviceNodes": all } }));
 
     let mut mounts = Vec::new();
+    let mut folders: Vec<String> = Vec::new();
+    let mut libcuda_dir = None;
     for cap in [Capability::Utility, Capability::Compute] {
-        for f in inv.files.get(&cap).into_iter().flatten() {
+        for f in inv
+            .files
+            .get(&cap)
+            .into_iter()
+            .flatten()
+            .filter(|f| !f.compat32)
+        {
             let name = f
                 .host_path
                 .file_name()
                 .unwrap_or_default()
                 .to_string_lossy()
                 .into_owned();
-            let mut targets = Vec::new();
-            match f.kind {
+            let in_root = Path::new("/").join(&f.path_in_root);
+            let target = match f.kind {
                 FileKind::Library => {
-                    targets.push(format!("/usr/lib/x86_64-linux-gnu/{name}"));
-                    if let Some(so) = &f.soname {
-                        targets.push(format!("/usr/lib/x86_64-linux-gnu/{so}"));
+                    let dir = in_root.parent().unwrap_or(Path::new("/"));
+                    let dir = dir.to_string_lossy().into_owned();
+                    if name.starts_with("libcuda.so.") {
+                        libcuda_dir = Some(dir.clone());
                     }
+                    if !folders.contains(&dir) {
+                        folders.push(dir);
+                    }
+                    in_root
                 }
-                FileKind::Binary => targets.push(format!("/usr/bin/{name}")),
-                _ => targets.push(
-                    Path::new("/")
-                        .join(&f.path_in_root)
-                        .to_string_lossy()
-                        .into_owned(),
-                ),
-            }
-            for target in targets {
-                mounts.push(json!({
-                    "hostPath": f.host_path,
-                    "containerPath": target,
-                    "options": ["ro", "nosuid", "nodev", "bind"],
-                }));
-            }
+                FileKind::Binary => Path::new("/usr/bin").join(&name),
+                _ => f.container_path.clone().unwrap_or(in_root),
+            };
+            mounts.push(json!({
+                "hostPath": f.host_path,
+                "containerPath": target,
+                "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"],
+            }));
         }
     }
+    let mut env = Vec::new();
+    let mut spec_hooks = Vec::new();
+    if let Some(dir) = &libcuda_dir {
+        env.push(format!("{}={dir}", crate::cdi_hooks::LIBCUDA_DIR_ENV));
+        spec_hooks.push(hooks.hook(&[
+            "create-symlinks".into(),
+            "--link".into(),
+            format!("libcuda.so.1::{dir}/libcuda.so"),
+        ]));
+        spec_hooks.push(hooks.hook(&[
+            "enable-cuda-compat".into(),
+            format!("--host-driver-version={}", inv.driver_version),
+        ]));
+    }
+    if !folders.is_empty() {
+        let mut args = vec!["update-ldcache".to_owned()];
+        for f in &folders {
+            args.push("--folder".into());
+            args.push(f.clone());
+        }
+        spec_hooks.push(hooks.hook(&args));
+    }
+    spec_hooks.push(hooks.hook(&["disable-device-node-modification".into()]));
+    env.push("NVIDIA_VISIBLE_DEVICES=void".into());
     json!({
         "cdiVersion": CDI_VERSION,
         "kind": KIND,
         "devices": devices,
         "containerEdits": {
-            "env": ["NVIDIA_VISIBLE_DEVICES=void"],
+            "env": env,
             "deviceNodes": inv.control_nodes.iter().filter(|n| n.path != "/dev/nvidia-modeset").map(node).collect::<Vec<_>>(),
+            "hooks": spec_hooks,
             "mounts": mounts,
         }
     })

@@ -8,6 +8,7 @@
 pub mod apply;
 pub mod caps;
 pub mod cdi;
+pub mod cdi_hooks;
 pub mod cuda_compat;
 pub mod devlist;
 pub mod driver_files;

@@ -148,10 +148,11 @@ pub fn provide(
     // image's place (a stale `libcuda.so.1 -> libcuda.so.470...`) gets a
     // mount point that hides it, so the container finds the injected file
     // under its own name.
+    // A spec mount exactly at a destination is what needs the mount point.
     let covered = |dest: &Path| {
         spec_mounts
             .iter()
-            .any(|m| dest.starts_with(m.destination()))
+            .any(|m| dest.starts_with(m.destination()) && dest != m.destination())
     };
     let missing: Vec<&Needed> = needed
         .iter()

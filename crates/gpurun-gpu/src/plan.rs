@@ -520,7 +520,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         Some(root)
             if gpu_request && caps.contains(&Capability::Compute) && !req.cuda_compat_disabled =>
         {
-            find_cuda_compat(root, inv)
+            find_cuda_compat(root, &inv.driver_version, inv.cuda_version.as_deref())
         }
         _ => None,
     };
@@ -586,7 +586,11 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
 /// whether it is used. The directory is resolved inside the rootfs and the
 /// library opened there without following a final symlink: an image's
 /// links never lead gpurun to a host file.
-fn find_cuda_compat(root: &Rootfs, inv: &Inventory) -> Option<CudaCompat> {
+pub fn find_cuda_compat(
+    root: &Rootfs,
+    host_driver: &str,
+    host_cuda: Option<&str>,
+) -> Option<CudaCompat> {
     let dir = root.real_dir(Path::new(cuda_compat::COMPAT_DIR))?;
     let host_dir = root.host_path().join(dir.strip_prefix("/").unwrap_or(&dir));
     let names: Vec<String> = std::fs::read_dir(&host_dir)
@@ -622,12 +626,7 @@ fn find_cuda_compat(root: &Rootfs, inv: &Inventory) -> Option<CudaCompat> {
         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
         .and_then(|mut f| crate::elf::note_section(&mut f, cuda_compat::NOTE_SECTION))
         .and_then(|(bytes, align)| cuda_compat::parse_note(&bytes, align));
-    let (used, why) = cuda_compat::decide(
-        &version,
-        note.as_ref(),
-        &inv.driver_version,
-        inv.cuda_version.as_deref(),
-    );
+    let (used, why) = cuda_compat::decide(&version, note.as_ref(), host_driver, host_cuda);
     let mut names: Vec<String> = names.into_iter().filter(|n| n.contains(".so.")).collect();
     names.sort();
     Some(CudaCompat {

@@ -54,9 +54,10 @@ fn main() {
     };
     // doctor reports a broken state directory instead of stopping at it.
     let state = match cli.command {
-        cli::Command::Doctor { .. } | cli::Command::Import { .. } | cli::Command::LxcHook(_) => {
-            Ok(PathBuf::new())
-        }
+        cli::Command::Doctor { .. }
+        | cli::Command::Import { .. }
+        | cli::Command::LxcHook(_)
+        | cli::Command::CdiHook { .. } => Ok(PathBuf::new()),
         _ => state_dir::resolve(settings.root.as_deref(), cli.command.makes_containers()),
     };
     let result = state.and_then(|root| {

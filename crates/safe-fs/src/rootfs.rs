@@ -222,6 +222,180 @@ impl Rootfs {
     }
 }
 
+/// Writing inside a root, for the NVIDIA CDI hooks gpurun carries out in
+/// an engine's per-container layer or as `gpurun cdi-hook`: every parent is
+/// resolved inside the root, and the last component is made, replaced or
+/// changed with the `*at` calls on that parent, so no symlink in the tree
+/// ever leads a write out of it.
+impl Rootfs {
+    /// The directory `path` inside the root, made (with `mode`) where
+    /// missing, component by component.
+    pub fn create_dir_all_in(&self, path: &Path, mode: u32) -> io::Result<File> {
+        // Symlinks resolved inside the root first (also dangling ones), so
+        // each step below is a real directory or a missing name.
+        let (path, _) = self.resolve(path)?;
+        let mut so_far = PathBuf::from("/");
+        let mut dir = self.open_in(&so_far, libc::O_PATH | libc::O_DIRECTORY)?;
+        for c in path.components() {
+            let std::path::Component::Normal(name) = c else {
+                continue;
+            };
+            let next = so_far.join(name);
+            match self.open_in(&next, libc::O_PATH | libc::O_DIRECTORY) {
+                Ok(d) => dir = d,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let c_name = c_name(name)?;
+                    // SAFETY: a directory fd and a single NUL-terminated name.
+                    let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), c_name.as_ptr(), mode) };
+                    if rc != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    dir = self.open_in(&next, libc::O_PATH | libc::O_DIRECTORY)?;
+                }
+                Err(e) => return Err(e),
+            }
+            so_far = next;
+        }
+        Ok(dir)
+    }
+
+    /// The parent directory of `path` (made where missing) and its last name.
+    fn parent_in(&self, path: &Path) -> io::Result<(File, std::ffi::CString)> {
+        let name = path
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+        let parent = self.create_dir_all_in(path.parent().unwrap_or(Path::new("/")), 0o755)?;
+        Ok((parent, c_name(name)?))
+    }
+
+    /// Makes `link` a symlink to `target`, as `ln -sf`: a symlink or file
+    /// already there is replaced, a directory is not. Returns false where
+    /// the same symlink was there already.
+    pub fn symlink_in(&self, target: &Path, link: &Path) -> io::Result<bool> {
+        use std::os::unix::ffi::OsStrExt;
+        let (parent, name) = self.parent_in(link)?;
+        if let Ok(Some(existing)) = self.read_link(link) {
+            if existing == target {
+                return Ok(false);
+            }
+        }
+        // SAFETY: a directory fd and a NUL-terminated name; AT_SYMLINK_NOFOLLOW
+        // looks at the entry itself.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::fstatat(
+                parent.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if rc == 0 {
+            if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+                return Err(io::Error::from_raw_os_error(libc::EISDIR));
+            }
+            // SAFETY: as above; removes the entry, never what it points to.
+            if unsafe { libc::unlinkat(parent.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        let c_target = std::ffi::CString::new(target.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in target"))?;
+        // SAFETY: NUL-terminated strings and a directory fd.
+        if unsafe { libc::symlinkat(c_target.as_ptr(), parent.as_raw_fd(), name.as_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(true)
+    }
+
+    /// Writes `bytes` to `path` with `mode`: a new file renamed into place,
+    /// so a reader sees the old or the new one whole, and a symlink at
+    /// `path` is replaced, never written through.
+    pub fn write_in(&self, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+        use std::io::Write;
+        use std::os::fd::FromRawFd;
+        let (parent, name) = self.parent_in(path)?;
+        let tmp = c_name(std::ffi::OsStr::new(&format!(
+            ".gpurun-new-{}",
+            std::process::id()
+        )))?;
+        // SAFETY: a directory fd and a NUL-terminated name; O_EXCL|O_NOFOLLOW
+        // make a new file or fail.
+        let fd = unsafe {
+            libc::openat(
+                parent.as_raw_fd(),
+                tmp.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                mode,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor owned here.
+        let mut file = unsafe { File::from_raw_fd(fd) };
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| {
+                use std::os::unix::fs::PermissionsExt;
+                file.set_permissions(std::fs::Permissions::from_mode(mode))
+            })
+            .and_then(|()| {
+                // SAFETY: two names in the same directory fd.
+                let rc = unsafe {
+                    libc::renameat(
+                        parent.as_raw_fd(),
+                        tmp.as_ptr(),
+                        parent.as_raw_fd(),
+                        name.as_ptr(),
+                    )
+                };
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            });
+        if written.is_err() {
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(parent.as_raw_fd(), tmp.as_ptr(), 0) };
+        }
+        written
+    }
+
+    /// Sets the mode of `path` (a final symlink is not followed: a symlink
+    /// is left as it is, and false returned).
+    pub fn chmod_in(&self, path: &Path, mode: u32) -> io::Result<bool> {
+        use std::os::unix::fs::PermissionsExt;
+        let file = self.open_in(path, libc::O_PATH | libc::O_NOFOLLOW)?;
+        let meta = file.metadata()?;
+        if meta.file_type().is_symlink() {
+            return Ok(false);
+        }
+        if meta.permissions().mode() & 0o7777 == mode & 0o7777 {
+            return Ok(false);
+        }
+        // Through the descriptor: exactly the inode that was looked at.
+        std::fs::set_permissions(
+            format!("/proc/self/fd/{}", file.as_raw_fd()),
+            std::fs::Permissions::from_mode(mode & 0o7777),
+        )?;
+        Ok(true)
+    }
+}
+
+fn c_name(name: &std::ffi::OsStr) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    if name.as_bytes().contains(&b'/') || name == ".." || name == "." {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a single name",
+        ));
+    }
+    std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::ffi::CString;
@@ -257,6 +431,56 @@ mod tests {
         assert_eq!(found.host, root.canonicalize().unwrap().join("real/file"));
         assert_eq!(found.head(2).unwrap(), b"da");
         assert!(r.find(Path::new("abs"), true).unwrap().meta.is_symlink());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn writes_stay_inside_the_root() {
+        let dir = std::env::temp_dir().join(format!("in-root-write-{}", std::process::id()));
+        let outside = dir.join("outside");
+        let root = dir.join("rootfs");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        // Symlinks in the tree that point out of it, absolutely and by "..".
+        std::os::unix::fs::symlink(&outside, root.join("etc/out")).unwrap();
+        std::os::unix::fs::symlink("../../outside", root.join("up")).unwrap();
+        std::os::unix::fs::symlink(outside.join("victim"), root.join("etc/victim")).unwrap();
+        let r = Rootfs::open(&root).unwrap();
+        r.symlink_in(Path::new("x"), Path::new("/etc/out/link"))
+            .unwrap();
+        r.symlink_in(Path::new("x"), Path::new("/up/link")).unwrap();
+        r.symlink_in(Path::new("x"), Path::new("/../../../outside/l2"))
+            .unwrap();
+        r.write_in(Path::new("/etc/victim"), b"data", 0o644)
+            .unwrap();
+        r.write_in(Path::new("/etc/out/file"), b"data", 0o644)
+            .unwrap();
+        assert!(!r.chmod_in(Path::new("/etc/out"), 0o777).unwrap());
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "wrote outside"
+        );
+        // They landed inside, where a process in the root would see them.
+        let canonical = root.canonicalize().unwrap();
+        assert!(canonical
+            .join(outside.strip_prefix("/").unwrap())
+            .join("link")
+            .is_symlink());
+        assert!(canonical.join("outside/l2").is_symlink());
+        assert_eq!(std::fs::read(root.join("etc/victim")).unwrap(), b"data");
+        // Replaced, not written through; the same link twice is no change.
+        assert!(!r
+            .symlink_in(Path::new("x"), Path::new("/outside/l2"))
+            .unwrap());
+        assert!(r
+            .symlink_in(Path::new("y"), Path::new("/outside/l2"))
+            .unwrap());
+        assert_eq!(
+            std::fs::read_link(canonical.join("outside/l2")).unwrap(),
+            Path::new("y")
+        );
+        assert!(r.symlink_in(Path::new("y"), Path::new("/etc")).is_err());
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -166,6 +166,17 @@ pub enum Command {
     /// GPU inventory, plans and CDI specs (read-only)
     #[command(subcommand)]
     Gpu(GpuCommand),
+    /// NVIDIA's CDI hooks (nvidia-cdi-hook's subcommands and flags) for a
+    /// runtime that runs hooks, such as runc: reads the container state on
+    /// stdin and the bundle's config, writes only inside the rootfs
+    #[command(name = "cdi-hook")]
+    CdiHook {
+        /// SUBCOMMAND [FLAGS]: create-symlinks, enable-cuda-compat,
+        /// update-ldcache, update-application-profile, chmod,
+        /// disable-device-node-modification
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -205,6 +216,10 @@ pub enum GpuCommand {
         /// nvidia.com/imex-channel (the host's IMEX channels)
         #[arg(long, default_value = "nvidia.com/gpu")]
         kind: String,
+        /// The program the spec's hooks name: gpurun (this binary, as
+        /// `gpurun cdi-hook`) or nvidia-cdi-hook (the toolkit's)
+        #[arg(long, default_value = "gpurun", value_parser = ["gpurun", "nvidia-cdi-hook"])]
+        hook_program: String,
     },
 }
 

@@ -178,10 +178,20 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             }
         }
         GpuCommand::Verify { .. } => unreachable!("dispatched to verify::verify"),
-        GpuCommand::Cdi { output, kind } => {
+        GpuCommand::Cdi {
+            output,
+            kind,
+            hook_program,
+        } => {
             let inv = inventory::discover(&roots, Source::Auto)?;
+            let hooks = match hook_program.as_str() {
+                "nvidia-cdi-hook" => cdi::HookProgram::NvidiaCdiHook,
+                _ => cdi::HookProgram::Gpurun(
+                    std::env::current_exe().context("find this gpurun binary")?,
+                ),
+            };
             let spec = match kind.as_str() {
-                cdi::KIND => cdi::spec(&inv),
+                cdi::KIND => cdi::spec(&inv, &hooks),
                 cdi::IMEX_KIND => cdi::imex_spec(&inv)?,
                 other => anyhow::bail!(
                     "--kind {other:?}: gpurun writes {} and {}",

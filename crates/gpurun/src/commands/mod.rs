@@ -1,5 +1,6 @@
 //! One file per command, as in youki's `commands/`.
 
+pub mod cdi_hook;
 pub mod checkpoint;
 pub mod create;
 pub mod delete;
@@ -64,5 +65,6 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
             verify::verify(ctx, rootfs, &gpus)
         }
         Command::Gpu(args) => gpu::gpu(ctx, args).map(|_| 0),
+        Command::CdiHook { args } => cdi_hook::cdi_hook(&args).map(|_| 0),
     }
 }

@@ -14,7 +14,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use gpurun_gpu::apply::{self, Phase};
 use gpurun_gpu::slurm::StepCgroup;
-use gpurun_gpu::{flow, request};
+use gpurun_gpu::{cdi_hooks, flow, request};
 
 use crate::runtime::context::Settings;
 use crate::runtime::logging::Step;
@@ -215,6 +215,27 @@ fn apply_gpu(
     slurm_step: Option<&StepCgroup>,
 ) -> Result<()> {
     logging::start_steps();
+    // NVIDIA's CDI edits applied by the engine: their hooks are done here,
+    // and gpurun's own request path adds nothing on top.
+    let cdi_applied = cdi_hooks::carries_nvidia_cdi_edits(spec);
+    let store = opts.root.join(flow::CACHE_DIR);
+    if let Some(done) = cdi_hooks::apply(
+        spec,
+        rootfs,
+        work_dir,
+        &store,
+        &cdi_hooks::HostFacts::read(),
+    )? {
+        tracing::debug!(
+            target: "gpurun::steps",
+            "{} NVIDIA CDI hooks done natively (no hook process): {}",
+            Step::GpuRequest.number(),
+            done.plan.done.join("; ")
+        );
+        for skipped in &done.plan.skipped {
+            tracing::warn!("{skipped}");
+        }
+    }
     // `gpurun run --gpus` is the invoker's own request, not the image's or
     // a tenant's env: it counts whatever the shared-node settings say.
     let gpus_flag = opts
@@ -228,6 +249,15 @@ fn apply_gpu(
     })?;
     for ignored in &req.ignored {
         tracing::warn!("{ignored}");
+    }
+    if cdi_applied {
+        for source in &req.sources {
+            tracing::warn!(
+                "ignoring the GPU request from {source}: the engine applied NVIDIA's CDI edits, which say what this container gets"
+            );
+        }
+        apply::drop_prestart_hooks(spec, &req.docker_hooks);
+        return Ok(());
     }
     // Inside a step started for `srun --container`, the step's device
     // cgroup says which GPUs it holds; only a bundle that says `void`
@@ -268,7 +298,6 @@ fn apply_gpu(
         caps.join(","),
         plan.driver_version
     );
-    let store = opts.root.join(flow::CACHE_DIR);
     let applied = apply::apply(spec, &plan, rootfs, work_dir, &store, &mut |phase, a| {
         let (step, what) = match phase {
             Phase::DeviceNodes => (
