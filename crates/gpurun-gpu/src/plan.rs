@@ -286,17 +286,7 @@ fn proc_copy(inv: &Inventory, gpus: &[&Gpu]) -> Option<ProcDriverNvidia> {
     if version.is_empty() {
         return None;
     }
-    let params = read("params")
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("ModifyDeviceFiles") {
-                "ModifyDeviceFiles: 0".to_owned()
-            } else {
-                l.to_owned()
-            }
-        })
-        .map(|l| l + "\n")
-        .collect();
+    let params = crate::cdi_hooks::params_without_device_modification(&read("params"));
     Some(ProcDriverNvidia {
         params,
         version,
