@@ -27,9 +27,9 @@ for suite in integration/*.sh; do
 done
 # The host matrix: the kernel- and cgroup-dependent suites again in VMs on
 # the kernels GPU hosts run, with pure cgroup v2 (README: what runs where):
-# all of them on 6.1, the GPU mount and cgroup v2 ones on 6.12.
+# all of them on 6.1, the GPU mount, cgroup v2 and CDI ones on 6.12.
 sh scripts/host-matrix.sh 6.1
-GPURUN_MATRIX_SUITES="layouts image cgroup_v2" sh scripts/host-matrix.sh 6.12
+GPURUN_MATRIX_SUITES="layouts image cgroup_v2 cdi" sh scripts/host-matrix.sh 6.12
 # The systemd driver's device rules (from a shell and under Docker) and
 # docker update again in a systemd guest on 6.12.
 GPURUN_SYSTEMD_CASES="shell docker" sh integration/systemd.sh "$PWD/target/debug/gpurun" 6.12
