@@ -686,23 +686,23 @@ pub fn apply(
             &mut applied,
         )?);
     }
-    if let Some(params) = &plan.params {
-        let file = work_dir.join("nvidia-params");
-        fs::write(&file, params)?;
-        mounts.push(apply::bind(
-            &file,
-            Path::new(PARAMS),
-            &apply::read_only_file_bind(),
-        )?);
-    }
-    if let Some(profile) = &plan.application_profile {
-        let file = work_dir.join("application-profile.conf");
-        fs::write(&file, profile)?;
-        mounts.push(apply::bind(
-            &file,
-            Path::new(APPLICATION_PROFILE),
-            &apply::read_only_file_bind(),
-        )?);
+    for (text, name, destination) in [
+        (&plan.params, "nvidia-params", PARAMS),
+        (
+            &plan.application_profile,
+            "application-profile.conf",
+            APPLICATION_PROFILE,
+        ),
+    ] {
+        if let Some(text) = text {
+            let file = work_dir.join(name);
+            fs::write(&file, text)?;
+            mounts.push(apply::bind(
+                &file,
+                Path::new(destination),
+                &apply::read_only_file_bind(),
+            )?);
+        }
     }
     if !plan.device_modes.is_empty() {
         if let Some(devices) = spec
