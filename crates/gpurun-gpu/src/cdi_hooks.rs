@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use crate::apply::{self, Applied};
 use crate::ldcache::{self, Entry};
+use crate::plan;
 use crate::mount_points::{Entry as LayerEntry, Needed};
 use safe_fs::Rootfs;
 
@@ -455,22 +456,6 @@ impl HostFacts {
     }
 }
 
-/// `params` with device-file modification off, so nothing inside the
-/// container tries to create device nodes.
-pub fn params_without_device_modification(params: &str) -> String {
-    params
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("ModifyDeviceFiles") {
-                "ModifyDeviceFiles: 0".to_owned()
-            } else {
-                l.to_owned()
-            }
-        })
-        .map(|l| l + "\n")
-        .collect()
-}
-
 /// The GPU device minors (`/dev/nvidiaN`) the container is given, as device
 /// entries or bind mounts.
 fn gpu_minors(spec: &Spec) -> Vec<u32> {
@@ -540,7 +525,7 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
             Op::EnableCudaCompat {
                 host_driver_version,
             } => {
-                match crate::plan::find_cuda_compat(root, host_driver_version, None) {
+                match plan::find_cuda_compat(root, host_driver_version, None) {
                     Some(c) if c.used => {
                         p.cuda_compat = Some(format!("{} used: {}", c.library.display(), c.why));
                         compat_folder = Some(c.dir);
@@ -563,7 +548,7 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
             })),
             Op::DisableDeviceNodeModification => match &host.params {
                 Some(text) => {
-                    p.params = Some(params_without_device_modification(text));
+                    p.params = Some(plan::params_without_device_modification(text));
                     p.done.push(format!(
                         "disable-device-node-modification: {PARAMS} with ModifyDeviceFiles: 0"
                     ));
@@ -1043,7 +1028,7 @@ mod tests {
     #[test]
     fn params_copy_turns_device_modification_off() {
         assert_eq!(
-            params_without_device_modification(
+            plan::params_without_device_modification(
                 "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 1\n"
             ),
             "ResmanDebugLevel: 4294967295\nModifyDeviceFiles: 0\n"

@@ -278,6 +278,22 @@ fn imex_nodes(inv: &Inventory, channels: &ImexChannels) -> Result<Vec<DeviceNode
     }
 }
 
+/// `params` with device-file modification off, so nothing inside the
+/// container tries to create device nodes.
+pub fn params_without_device_modification(params: &str) -> String {
+    params
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("ModifyDeviceFiles") {
+                "ModifyDeviceFiles: 0".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
 /// Reads the host's /proc/driver/nvidia files for the masked copy.
 fn proc_copy(inv: &Inventory, gpus: &[&Gpu]) -> Option<ProcDriverNvidia> {
     let base = inv.roots.proc_root.join("driver/nvidia");
@@ -286,7 +302,7 @@ fn proc_copy(inv: &Inventory, gpus: &[&Gpu]) -> Option<ProcDriverNvidia> {
     if version.is_empty() {
         return None;
     }
-    let params = crate::cdi_hooks::params_without_device_modification(&read("params"));
+    let params = params_without_device_modification(&read("params"));
     Some(ProcDriverNvidia {
         params,
         version,
