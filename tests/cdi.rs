@@ -481,6 +481,8 @@ fn hostile_hook_arguments_write_nothing_outside_the_rootfs() {
             "/evil-abs/file".into(),
         ],
     ];
+    // The test user first: creating it writes /etc/passwd.
+    let user = TestUser::get();
     let host_passwd = fs::read("/etc/passwd").unwrap();
     let prepare = |bundle: &Bundle| {
         let rootfs = bundle.rootfs();
@@ -490,7 +492,7 @@ fn hostile_hook_arguments_write_nothing_outside_the_rootfs() {
     };
     let canary_before = tree_fingerprint(canary.path());
     // Natively, root and rootless.
-    for who in [As::Root, As::User(TestUser::get())] {
+    for who in [As::Root, As::User(user)] {
         let user = match &who {
             As::User(u) => Some(u),
             As::Root => None,
@@ -560,4 +562,165 @@ fn hostile_hook_arguments_write_nothing_outside_the_rootfs() {
         "the host's /etc/passwd changed"
     );
     assert!(!Path::new("/etc/x").exists() && !Path::new("/y").exists());
+}
+
+/// A spec directory of the test's own holding `specs` (file name, JSON),
+/// and a gpurun config naming it as the only one.
+fn spec_dir(scratch: &Scratch, specs: &[(&str, Value)]) -> PathBuf {
+    let dir = scratch.path().join("cdi");
+    fs::create_dir_all(&dir).unwrap();
+    for (name, spec) in specs {
+        fs::write(dir.join(name), serde_json::to_vec_pretty(spec).unwrap()).unwrap();
+    }
+    let config = scratch.path().join("config.toml");
+    fs::write(
+        &config,
+        format!("spec-dirs = [{:?}]\n", dir.display().to_string()),
+    )
+    .unwrap();
+    config
+}
+
+/// `gpurun run` of the bundle with `config` as gpurun's config file, as an
+/// engine-launched runtime finds its settings.
+fn run_with_config(rt: &Runtime, bundle: &Bundle, config: &Path) -> Ran {
+    let dir = bundle.dir.to_string_lossy();
+    let id = unique("cdi");
+    let mut cmd = rt.command(GpuFixtures::get().args(&["run", "--bundle", &dir, &id]));
+    cmd.env("GPURUN_CONFIG", config);
+    let out = run_cmd(&mut cmd, TIMEOUT);
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    out
+}
+
+fn annotate(bundle: &Bundle, names: &str) {
+    bundle.edit(|c| c["annotations"] = json!({"cdi.k8s.io/devices": names}));
+}
+
+#[test]
+fn a_cdi_name_resolves_from_the_spec_dirs_and_nvidias_hooks_are_done_natively() {
+    require_root!();
+    // containerd 1.6 with the device plugin's CDI annotations: the runtime
+    // resolves the names from the host's specs.
+    let scratch = Scratch::new("cdi-dirs");
+    let config = spec_dir(&scratch, &[("nvidia.json", toolkit_form())]);
+    let bundle = Bundle::glibc(None);
+    // The image's own `all` never widens what the annotation names.
+    bundle.set_process(&["sh", "-c", PROBE], &["NVIDIA_VISIBLE_DEVICES=all"]);
+    annotate(&bundle, "nvidia.com/gpu=0");
+    let rt = Runtime::new();
+    let out = run_with_config(&rt, &bundle, &config);
+    assert_gpu_0_works(&out, "cdi.k8s.io annotation");
+
+    // NVIDIA_VISIBLE_DEVICES holding a CDI name, as the toolkit accepts.
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(
+        &[
+            "sh",
+            "-c",
+            "ls /dev/nvidia[0-9]*; echo $NVIDIA_CTK_LIBCUDA_DIR",
+        ],
+        &["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=1"],
+    );
+    let out = run_with_config(&rt, &bundle, &config);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!("/dev/nvidia1\n{FOLDER}\n"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Another vendor's spec: an env entry, a file bind-mounted, a device node
+/// (the host's /dev/null under its own name) and a createRuntime hook that
+/// records it ran on the host.
+fn vendor_spec(scratch: &Scratch) -> Value {
+    let info = scratch.path().join("example-info");
+    fs::write(&info, "vendor file\n").unwrap();
+    let marker = scratch.path().join("hook-ran");
+    json!({
+        "cdiVersion": "0.6.0",
+        "kind": "example.com/net",
+        "containerEdits": {"env": ["EXAMPLE_COMMON=yes"]},
+        "devices": [
+            {"name": "eth0", "containerEdits": {
+                "env": ["EXAMPLE_NET=eth0"],
+                "deviceNodes": [{"path": "/dev/example0", "hostPath": "/dev/null"}],
+                "mounts": [{"hostPath": info, "containerPath": "/opt/example/info",
+                            "options": ["ro", "rbind"]}],
+                "hooks": [{"hookName": "createRuntime", "path": "/bin/sh",
+                           "args": ["sh", "-c", format!("echo ran > {}", marker.display())]}]
+            }},
+            {"name": "eth1", "containerEdits": {"env": ["EXAMPLE_NET=eth1"]}}
+        ]
+    })
+}
+
+#[test]
+fn another_vendors_cdi_device_gets_its_edits_beside_gpurun_s_own_gpu() {
+    require_root!();
+    let scratch = Scratch::new("cdi-vendor");
+    let config = spec_dir(&scratch, &[("example.json", vendor_spec(&scratch))]);
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(
+        &[
+            "sh",
+            "-c",
+            "echo $EXAMPLE_COMMON $EXAMPLE_NET; cat /opt/example/info; \
+             [ -c /dev/example0 ] && echo x > /dev/example0 && echo node-ok; \
+             ls /dev/nvidia[0-9]*; nvidia-smi >/dev/null 2>&1; echo smi=$?",
+        ],
+        &[],
+    );
+    // No NVIDIA spec in the directory: nvidia.com/gpu=1 is gpurun's own.
+    annotate(&bundle, "example.com/net=eth0,nvidia.com/gpu=1");
+    let rt = Runtime::new();
+    let out = run_with_config(&rt, &bundle, &config);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout, "yes eth0\nvendor file\nnode-ok\n/dev/nvidia1\nsmi=9\n",
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        fs::read_to_string(scratch.path().join("hook-ran")).unwrap(),
+        "ran\n",
+        "the vendor's own hook runs as any hook does"
+    );
+}
+
+#[test]
+fn a_bad_cdi_spec_or_an_unknown_device_is_one_clear_error() {
+    require_root!();
+    let scratch = Scratch::new("cdi-bad");
+    let mut broken = vendor_spec(&scratch);
+    broken["devices"] = json!([]);
+    let config = spec_dir(&scratch, &[("broken.json", broken)]);
+    let rt = Runtime::new();
+    for (names, want) in [
+        ("example.com/net=eth0", "broken.json is invalid"),
+        (
+            "other.com/fpga=0",
+            "CDI device other.com/fpga=0: no CDI spec in",
+        ),
+    ] {
+        let bundle = Bundle::busybox();
+        annotate(&bundle, names);
+        let id = unique("cdi-bad");
+        let dir = bundle.dir.to_string_lossy().into_owned();
+        let mut cmd = rt.command(["create", "--bundle", &dir, &id]);
+        cmd.env("GPURUN_CONFIG", &config);
+        let out = run_cmd(&mut cmd, TIMEOUT);
+        assert_eq!(out.code, 1, "{names}: {}", out.stderr);
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{names}: one line: {}", out.stderr);
+        assert!(lines[0].starts_with("gpurun: "), "{}", lines[0]);
+        assert!(
+            lines[0].contains(want),
+            "{names}: {:?} lacks {want:?}",
+            lines[0]
+        );
+        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    }
 }

@@ -25,8 +25,8 @@ use serde::Serialize;
 
 use crate::apply::{self, Applied};
 use crate::ldcache::{self, Entry};
-use crate::plan;
 use crate::mount_points::{Entry as LayerEntry, Needed};
+use crate::plan;
 use safe_fs::Rootfs;
 
 /// The hook programs carried out natively, by file name.

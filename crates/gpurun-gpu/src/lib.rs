@@ -9,6 +9,7 @@ pub mod apply;
 pub mod caps;
 pub mod cdi;
 pub mod cdi_hooks;
+pub mod cdi_registry;
 pub mod cuda_compat;
 pub mod devlist;
 pub mod driver_files;

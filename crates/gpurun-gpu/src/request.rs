@@ -2,13 +2,14 @@
 //! NVIDIA Container Toolkit's semantics.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use oci_spec::runtime::Spec;
 use serde::Serialize;
 
 use crate::caps::{self, Capability};
+use crate::cdi_registry::{self, Registry, Resolved};
 use crate::devlist::{self, DeviceRef, DeviceSelection};
 use crate::gated::{self, Gated, ImexChannels};
 use crate::require::{self, Requirement};
@@ -45,6 +46,9 @@ pub struct Request {
     /// `cuda-compat-mode = "disabled"`: the image's CUDA compat library is
     /// never used.
     pub cuda_compat_disabled: bool,
+    /// CDI devices a spec in the spec directories defines: their edits
+    /// are applied as the spec writes them, and they are not in `devices`.
+    pub cdi_devices: Vec<Resolved>,
 }
 
 /// A device request that did not count.
@@ -82,6 +86,8 @@ pub struct RequestPolicy {
     /// `ldconfig` (the image's newer CUDA compat library first in the
     /// linker cache) or `disabled`.
     pub cuda_compat_mode: CudaCompatMode,
+    /// Where CDI specs are read from (the toolkit's `spec-dirs`).
+    pub spec_dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -98,6 +104,10 @@ impl Default for RequestPolicy {
             accept_volume_mounts: false,
             annotation_prefixes: vec!["cdi.k8s.io/".to_owned()],
             cuda_compat_mode: CudaCompatMode::Ldconfig,
+            spec_dirs: cdi_registry::DEFAULT_SPEC_DIRS
+                .iter()
+                .map(PathBuf::from)
+                .collect(),
         }
     }
 }
@@ -315,6 +325,23 @@ fn read(
         }
     };
 
+    // CDI names in the list that won: a spec in the spec directories
+    // defines them, or gpurun's own NVIDIA devices stand for them.
+    let cdi_names: Vec<String> = match &devices {
+        DeviceSelection::List(list) => list
+            .iter()
+            .filter(|d| matches!(d, DeviceRef::Cdi { .. }))
+            .map(|d| d.to_string())
+            .collect(),
+        _ => Vec::new(),
+    };
+    let cdi_devices = if cdi_names.is_empty() {
+        Vec::new()
+    } else {
+        Registry::load(&policy.spec_dirs).resolve(&cdi_names)?
+    };
+    let defined = |d: &DeviceRef| cdi_devices.iter().any(|r| r.name == d.to_string());
+
     // IMEX channels and gated devices named by CDI in the list that won.
     let mut imex: Option<ImexChannels> = None;
     let mut gated = BTreeSet::new();
@@ -323,6 +350,7 @@ fn read(
             let mut rest = Vec::new();
             for d in list {
                 match &d {
+                    _ if defined(&d) => {}
                     DeviceRef::Cdi { kind, name } if kind == "nvidia.com/imex-channel" => {
                         let more = if name == "all" {
                             ImexChannels::All
@@ -468,6 +496,7 @@ fn read(
         imex_channels: imex,
         gated,
         cuda_compat_disabled: policy.cuda_compat_mode == CudaCompatMode::Disabled,
+        cdi_devices,
     })
 }
 
@@ -489,14 +518,20 @@ mod tests {
         serde_json::from_value(base).unwrap()
     }
 
+    /// The defaults, with no CDI spec directory: this host's specs are
+    /// not the test's.
     fn defaults() -> Result<RequestPolicy> {
-        Ok(RequestPolicy::default())
+        Ok(RequestPolicy {
+            spec_dirs: Vec::new(),
+            ..RequestPolicy::default()
+        })
     }
 
     fn strict() -> Result<RequestPolicy> {
         Ok(RequestPolicy {
             accept_envvar_unprivileged: false,
             accept_volume_mounts: true,
+            spec_dirs: Vec::new(),
             ..RequestPolicy::default()
         })
     }

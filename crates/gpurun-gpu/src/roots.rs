@@ -20,6 +20,7 @@
 //! accept-nvidia-visible-devices-as-volume-mounts = true
 //! annotation-prefixes = ["cdi.k8s.io/"]
 //! cuda-compat-mode = "ldconfig"   # or "disabled"
+//! spec-dirs = ["/etc/cdi", "/var/run/cdi"]   # CDI specs of any vendor
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -67,9 +68,10 @@ pub struct Config {
     accept_nvidia_visible_devices_as_volume_mounts: Option<bool>,
     annotation_prefixes: Option<Vec<String>>,
     cuda_compat_mode: Option<CudaCompatMode>,
+    spec_dirs: Option<Vec<PathBuf>>,
 }
 
-const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts, annotation-prefixes and cuda-compat-mode (ldconfig or disabled)";
+const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts, annotation-prefixes, cuda-compat-mode (ldconfig or disabled) and spec-dirs";
 
 impl Config {
     /// The config files merged, a later file's keys over an earlier one's.
@@ -110,6 +112,7 @@ impl Config {
                     .or(file.accept_nvidia_visible_devices_as_volume_mounts),
                 annotation_prefixes: parsed.annotation_prefixes.or(file.annotation_prefixes),
                 cuda_compat_mode: parsed.cuda_compat_mode.or(file.cuda_compat_mode),
+                spec_dirs: parsed.spec_dirs.or(file.spec_dirs),
             };
         }
         Ok(file)
@@ -130,6 +133,7 @@ impl Config {
                 .clone()
                 .unwrap_or(defaults.annotation_prefixes),
             cuda_compat_mode: self.cuda_compat_mode.unwrap_or(defaults.cuda_compat_mode),
+            spec_dirs: self.spec_dirs.clone().unwrap_or(defaults.spec_dirs),
         }
     }
 }

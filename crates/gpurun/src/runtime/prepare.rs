@@ -14,7 +14,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use gpurun_gpu::apply::{self, Phase};
 use gpurun_gpu::slurm::StepCgroup;
-use gpurun_gpu::{cdi_hooks, flow, request};
+use gpurun_gpu::{cdi_hooks, cdi_registry, flow, request};
 
 use crate::runtime::context::Settings;
 use crate::runtime::logging::Step;
@@ -215,8 +215,39 @@ fn apply_gpu(
     slurm_step: Option<&StepCgroup>,
 ) -> Result<()> {
     logging::start_steps();
-    // NVIDIA's CDI edits applied by the engine: their hooks are done here,
-    // and gpurun's own request path adds nothing on top.
+    // `gpurun run --gpus` is the invoker's own request, not the image's or
+    // a tenant's env: it counts whatever the shared-node settings say.
+    let gpus_flag = opts
+        .extra_env
+        .iter()
+        .any(|e| e.starts_with("NVIDIA_VISIBLE_DEVICES="));
+    let req = request::from_spec(spec, || {
+        let mut policy = driver_paths::request_policy()?;
+        policy.accept_envvar_unprivileged |= gpus_flag;
+        Ok(policy)
+    })?;
+    for ignored in &req.ignored {
+        tracing::warn!("{ignored}");
+    }
+    // CDI devices a spec on this host defines (containerd 1.6 and the
+    // device plugin pass them as annotations): their edits, as the
+    // engines that resolve CDI themselves would have applied them.
+    if !req.cdi_devices.is_empty() {
+        cdi_registry::inject(spec, &req.cdi_devices)?;
+        let shown: Vec<String> = req
+            .cdi_devices
+            .iter()
+            .map(|d| format!("{} ({})", d.name, d.spec))
+            .collect();
+        tracing::debug!(
+            target: "gpurun::steps",
+            "{} CDI devices resolved from specs and their edits applied: {}",
+            Step::GpuRequest.number(),
+            shown.join(", ")
+        );
+    }
+    // NVIDIA's CDI edits, applied by the engine or just above: their hooks
+    // are done here, and gpurun's own request path adds nothing on top.
     let cdi_applied = cdi_hooks::carries_nvidia_cdi_edits(spec);
     let store = opts.root.join(flow::CACHE_DIR);
     if let Some(done) = cdi_hooks::apply(
@@ -236,25 +267,13 @@ fn apply_gpu(
             tracing::warn!("{skipped}");
         }
     }
-    // `gpurun run --gpus` is the invoker's own request, not the image's or
-    // a tenant's env: it counts whatever the shared-node settings say.
-    let gpus_flag = opts
-        .extra_env
-        .iter()
-        .any(|e| e.starts_with("NVIDIA_VISIBLE_DEVICES="));
-    let req = request::from_spec(spec, || {
-        let mut policy = driver_paths::request_policy()?;
-        policy.accept_envvar_unprivileged |= gpus_flag;
-        Ok(policy)
-    })?;
-    for ignored in &req.ignored {
-        tracing::warn!("{ignored}");
-    }
     if cdi_applied {
-        for source in &req.sources {
-            tracing::warn!(
-                "ignoring the GPU request from {source}: the engine applied NVIDIA's CDI edits, which say what this container gets"
-            );
+        if req.wants_gpu() {
+            for source in &req.sources {
+                tracing::warn!(
+                    "ignoring the GPU request from {source}: NVIDIA's CDI edits are applied, and they say what this container gets"
+                );
+            }
         }
         apply::drop_prestart_hooks(spec, &req.docker_hooks);
         return Ok(());
