@@ -252,7 +252,7 @@ devices:
     fn a_vendors_device_gets_its_common_and_own_edits() {
         let dir = temp();
         write(&dir, "example.yaml", VENDOR);
-        let registry = Registry::load(&[dir.clone()]);
+        let registry = Registry::load(std::slice::from_ref(&dir));
         let names = vec![
             "example.com/net=b".to_owned(),
             "nvidia.com/gpu=0".to_owned(),
@@ -272,7 +272,7 @@ devices:
     #[test]
     fn an_unknown_vendor_device_is_an_error_naming_the_dirs() {
         let dir = temp();
-        let registry = Registry::load(&[dir.clone()]);
+        let registry = Registry::load(std::slice::from_ref(&dir));
         let err = registry
             .resolve(&["example.com/net=a".to_owned()])
             .unwrap_err()
@@ -295,7 +295,7 @@ devices:
             "other.json",
             r#"{"cdiVersion": "9.9.9", "kind": "other.com/x", "devices": [{"name": "x", "containerEdits": {}}]}"#,
         );
-        let registry = Registry::load(&[dir.clone()]);
+        let registry = Registry::load(std::slice::from_ref(&dir));
         let err = registry
             .resolve(&["example.com/net=a".to_owned()])
             .unwrap_err()
@@ -307,7 +307,7 @@ devices:
             "broken.yaml",
             VENDOR.replace("example.com", "third.com").as_str(),
         );
-        let registry = Registry::load(&[dir.clone()]);
+        let registry = Registry::load(std::slice::from_ref(&dir));
         assert_eq!(
             registry
                 .resolve(&["example.com/net=a".to_owned()])
