@@ -2,8 +2,10 @@
 # Podman 4.3 end to end, rootless, as the unprivileged user gpurun-test with
 # a private HOME: `gpurun setup podman` registers the runtime in the user's
 # containers.conf, `podman --runtime gpurun run` runs a locally loaded
-# image, and `podman run --device nvidia.com/gpu=0` uses the CDI spec that
-# `gpurun gpu cdi` wrote.
+# image, and `podman run --device nvidia.com/gpu=0` applies a CDI spec
+# (the one `gpurun gpu cdi` writes, then NVIDIA's own form, whose
+# nvidia-cdi-hook is not installed) to a Debian-layout and a RHEL-layout
+# (/usr/lib64) image: gpurun does the spec's hooks natively.
 # Usage: integration/podman.sh [GPURUN]   (as root; prints "N passed, M failed")
 set -eu
 cd "$(dirname "$0")/.."
@@ -45,7 +47,11 @@ for node in "$host"/dev/nvidia*; do
 done
 # Podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only.
 mkdir -p /var/run/cdi
-"$gpurun" --driver-root "$host/driver" --dev-root / --proc-root "$host/proc" gpu cdi -o "$cdi_spec"
+# A RHEL/UBI-layout image: libraries in /usr/lib64 only.
+sh scripts/glibc-rootfs.sh "$work/glibc64" rhel >/dev/null
+python3 tests/fixtures/make_image.py fromdir "$work/img-glibc64" "$work/glibc64" \
+  docker.io/gpurun-test/glibc64:latest sh
+chmod -R a+rX "$work/img-glibc64"
 
 out=$(as_user "$gpurun setup podman --binary $gpurun")
 check_contains "setup podman writes the user's containers.conf" "$home/.config/containers/containers.conf" "$out"
@@ -54,6 +60,7 @@ check_contains "setup podman is idempotent" "nothing to change" "$out"
 
 as_user podman load -i "$work/busybox.tar" >/dev/null 2>&1
 as_user podman load -i "$work/glibc.tar" >/dev/null 2>&1
+as_user podman load -i "$work/img-glibc64/image.docker.tar" >/dev/null 2>&1
 set +e
 # conmon does not pass podman's environment on to the runtime; gpurun
 # finds the fake GPU host through the user's own config file.
@@ -70,8 +77,21 @@ out=$(prun gpurun-test/busybox id -u 2>&1)
 check "the container is root in the user's namespace" 0 "$out"
 
 nodes="'ls /dev/nvidia[0-9]* | tr \"\\n\" \" \"; nvidia-smi >/dev/null 2>&1; echo smi=\$?'"
-out=$(prun --device nvidia.com/gpu=0 gpurun-test/glibc sh -c "$nodes" 2>&1)
-check "--device nvidia.com/gpu=0 (CDI): GPU 0, nvidia-smi exits 9" "/dev/nvidia0 smi=9" "$out"
+# The GPU nodes, nvidia-smi's exit code and how many libcuda.so.1 entries
+# the container's linker cache has.
+cdi_probe="'ls /dev/nvidia[0-9]* | tr \"\\n\" \" \"; nvidia-smi >/dev/null 2>&1; echo smi=\$? libcuda=\$(ldconfig -p | grep -c libcuda.so.1)'"
+for form in gpurun nvidia; do
+  if [ "$form" = gpurun ]; then
+    "$gpurun" --driver-root "$host/driver" --dev-root / --proc-root "$host/proc" gpu cdi -o "$cdi_spec"
+  else
+    python3 integration/lib/toolkit_cdi_spec.py "$host/driver" /dev "$cdi_spec"
+  fi
+  for image in glibc glibc64; do
+    out=$(prun --device nvidia.com/gpu=0 gpurun-test/$image sh -c "$cdi_probe" 2>&1)
+    check "--device nvidia.com/gpu=0 with $form's CDI spec, $image image: GPU 0, nvidia-smi exits 9, libcuda cached" \
+      "/dev/nvidia0 smi=9 libcuda=1" "$out"
+  done
+done
 out=$(prun -e NVIDIA_VISIBLE_DEVICES=1 gpurun-test/glibc sh -c "$nodes" 2>&1)
 check "-e NVIDIA_VISIBLE_DEVICES=1 (gpurun injects): GPU 1, nvidia-smi exits 9" "/dev/nvidia1 smi=9" "$out"
 out=$(prun -e NVIDIA_VISIBLE_DEVICES=9 gpurun-test/glibc true 2>&1)
