@@ -9,11 +9,13 @@
 # the systemd cgroup manager), each container holding CAP_MKNOD so that
 # the device rules alone decide, checked again after `systemctl
 # daemon-reload`, an unrelated unit's restart and an update; runc 1.1.5
-# beside it; `docker update` against runc's; rootless Podman.
+# beside it; `docker update` against runc's; rootless Podman; NVIDIA's CDI
+# spec (its nvidia-cdi-hook absent) applied by rootful Podman and resolved
+# by gpurun itself from a cdi.k8s.io annotation, under the systemd driver.
 # The fixtures are made here; the checks run in the guest.
 # Usage: integration/systemd.sh [GPURUN [KERNEL]]   (as root; prints "N passed, M failed")
 # GPURUN_SYSTEMD_CASES: the engine sections to run (default: all of
-# shell runc ctr cri docker podman rootless).
+# shell runc ctr cri docker podman cdi rootless).
 set -eu
 cd "$(dirname "$0")/.."
 gpurun=${1:-$PWD/target/debug/gpurun}
@@ -28,6 +30,7 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   . integration/lib/common.sh
   make_fixtures
   [ -x target/debug/cri-client ] || cargo build --locked -q -p cri-client
+  python3 integration/lib/toolkit_cdi_spec.py "$host/driver" "$host/dev" "$work/nvidia-cdi.json"
   GPURUN_IN_SYSTEMD_GUEST=1 GPURUN_SUITE_WORK="$work" \
     sh scripts/vm.sh --systemd "${2:-6.1}" -- sh integration/systemd.sh "$gpurun"
   exit $?
@@ -44,7 +47,7 @@ mkdir -p /etc/gpurun
 cp "$work/gpurun.toml" /etc/gpurun/config.toml
 check "systemd is PID 1" systemd "$(cat /proc/1/comm)"
 check "cgroup v2 only" cgroup2fs "$(stat -f -c %T /sys/fs/cgroup)"
-cases=${GPURUN_SYSTEMD_CASES:-"shell runc ctr cri docker podman rootless"}
+cases=${GPURUN_SYSTEMD_CASES:-"shell runc ctr cri docker podman cdi rootless"}
 case_on() { case " $cases " in *" $1 "*) return 0 ;; esac; return 1; }
 echo "systemd suite on $(uname -r), systemd $(systemctl --version | awk 'NR == 1 {print $2}'): $cases"
 
@@ -392,6 +395,40 @@ fi
 podman rm -f "$pid_" >/dev/null 2>&1
 check "no podman scope left" "" \
   "$(systemctl list-units --all --plain --no-legend 'libpod-*.scope' | awk '$3 == "active"')"
+fi
+
+if case_on cdi; then
+# --- CDI under the systemd driver: NVIDIA's own spec, whose nvidia-cdi-hook
+# is not installed; gpurun does the hooks' work and the device rules the
+# spec's nodes bring hold as an env request's do.
+mkdir -p /var/run/cdi
+cp "$work/nvidia-cdi.json" /var/run/cdi/nvidia-e2e.json
+podman load -i "$work/glibc.tar" >/dev/null 2>&1
+smi_and_cache='nvidia-smi >/dev/null 2>&1; echo smi=$? libcuda=$(ldconfig -p | grep -c libcuda.so.1)'
+pid_=$(podman --runtime "$gpurun" run -d --network none --cap-add MKNOD --device nvidia.com/gpu=0 \
+  gpurun-test/glibc sleep 600 2>&1)
+check "rootful podman --device nvidia.com/gpu=0 (NVIDIA's spec): a container" 64 "${#pid_}"
+check "CDI: nvidia-smi exits 9, libcuda in the linker cache" "smi=9 libcuda=1" \
+  "$(podman exec "$pid_" sh -c "$smi_and_cache" 2>&1)"
+expect_devices "rootful podman CDI" "$(podman exec "$pid_" sh -c "$probe" 2>&1)"
+host_events
+expect_devices "rootful podman CDI, after daemon-reload and an unrelated restart" \
+  "$(podman exec "$pid_" sh -c "$probe" 2>&1)"
+podman rm -f "$pid_" >/dev/null 2>&1
+# containerd 1.6's way: the name in an annotation, resolved by gpurun from
+# /var/run/cdi, in a systemd scope.
+bundle="$work/cdi-bundle"
+mkdir -p "$bundle"
+jq --arg root "$work/glibc" --arg probe "$smi_and_cache" '.root.path = $root
+  | .process.args = ["sh", "-c", $probe]
+  | .process.env += ["NVIDIA_VISIBLE_DEVICES=all"]
+  | .annotations = {"cdi.k8s.io/gpu": "nvidia.com/gpu=0"}
+  | .linux.cgroupsPath = "system.slice:gpurun:cdiann"' "$work/bb/config.json" > "$bundle/config.json"
+out=$("$gpurun" --systemd-cgroup run --bundle "$bundle" cdiann 2>&1)
+check "gpurun --systemd-cgroup run with a cdi.k8s.io annotation: NVIDIA's spec resolved, hooks done" \
+  "smi=9 libcuda=1" "$out"
+check "no gpurun-cdiann scope left" inactive "$(systemctl is-active gpurun-cdiann.scope 2>&1)"
+rm -f /var/run/cdi/nvidia-e2e.json
 fi
 
 if case_on rootless; then

@@ -5,6 +5,13 @@
 #   runc+cdi+ldconfig runc with the same mounts and devices written into
 #                     config.json plus a createContainer hook running
 #                     ldconfig (the CDI-mode toolkit's cost)
+# and, in a second interleaved run, the CDI flow: NVIDIA's CDI spec
+# (integration/lib/toolkit_cdi_spec.py) applied to config.json as
+# containerd applies it (scripts/cdi_apply.py),
+#   gpurun+cdi        gpurun doing the spec's nvidia-cdi-hook hooks natively
+#   runc+cdi-hooks    runc running them as processes: `gpurun cdi-hook` for
+#                     each, and ldconfig in the container's root for
+#                     update-ldcache, as the toolkit's hook does
 # Prints medians, ratios to the last runtime and peak RSS, then step 1's
 # cost with a cold and with a kept driver cache (scripts/bench_costs.py).
 # GPURUN_BIN=... uses that binary instead of building one;
@@ -30,7 +37,7 @@ else
   sh scripts/gpu-fixtures.sh "$work/fx"
   roots=$(cat "$work/fx/host/flags")
 fi
-for b in plain gpu runc; do
+for b in plain gpu runc cdi cdirunc; do
   mkdir -p "$work/$b"
   sh scripts/glibc-rootfs.sh "$work/$b/rootfs"
   (cd "$work/$b" && "$g" spec)
@@ -47,10 +54,25 @@ jq --slurpfile p "$work/plan.json" --arg root "$work/runc/rootfs" '
   | .linux.resources.devices += [$p[0].deviceNodes[] | {allow: true, type: "c", major, minor, access: "rwm"}]
   | .hooks.createContainer = [{path: "/usr/sbin/ldconfig", args: ["ldconfig"]}]' \
   "$work/runc/config.json" > "$work/c" && mv "$work/c" "$work/runc/config.json"
+if [ -z "$roots" ]; then
+  echo "bench-gpu.sh: the CDI flow needs the fake host's driver files; skipped with GPURUN_REAL_DRIVER=1" >&2
+  cdi=no
+else
+  cdi=yes
+  python3 integration/lib/toolkit_cdi_spec.py "$work/fx/host/driver" "$work/fx/host/dev" "$work/nvidia-cdi.json"
+  python3 scripts/cdi_apply.py "$work/nvidia-cdi.json" "$work/cdi/config.json" 0
+  python3 scripts/cdi_apply.py "$work/nvidia-cdi.json" "$work/cdirunc/config.json" 0 \
+    --hooks-via "$g" --ldconfig
+fi
 cd "$work"
 python3 "$OLDPWD/scripts/bench_run.py" "$rounds" - \
   "gpurun=$g --root $state/s1 run --bundle $work/plain" \
   "gpurun+gpu=$g $roots --root $state/s2 run --bundle $work/gpu" \
   "runc+cdi+ldconfig=runc --root $state/s3 run --bundle $work/runc"
+if [ "$cdi" = yes ]; then
+  python3 "$OLDPWD/scripts/bench_run.py" "$rounds" - \
+    "gpurun+cdi=$g $roots --root $state/s4 run --bundle $work/cdi" \
+    "runc+cdi-hooks=runc --root $state/s5 run --bundle $work/cdirunc"
+fi
 cd "$OLDPWD"
 python3 scripts/bench_costs.py "$rounds" "$g" "$work/gpu" -- $roots

@@ -30,9 +30,10 @@ done
 # all of them on 6.1, the GPU mount, cgroup v2 and CDI ones on 6.12.
 sh scripts/host-matrix.sh 6.1
 GPURUN_MATRIX_SUITES="layouts image cgroup_v2 cdi" sh scripts/host-matrix.sh 6.12
-# The systemd driver's device rules (from a shell and under Docker) and
+# The systemd driver's device rules (from a shell, under Docker and with
+# NVIDIA's CDI spec through Podman and an annotation) and
 # docker update again in a systemd guest on 6.12.
-GPURUN_SYSTEMD_CASES="shell docker" sh integration/systemd.sh "$PWD/target/debug/gpurun" 6.12
+GPURUN_SYSTEMD_CASES="shell docker cdi" sh integration/systemd.sh "$PWD/target/debug/gpurun" 6.12
 # Slurm's srun --container on a systemd host with the cgroup/v2 plugin
 # (integration/slurm.sh ran above on this cgroup v1 host).
 sh integration/slurm.sh "$PWD/target/debug/gpurun" 6.12

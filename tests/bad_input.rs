@@ -164,7 +164,7 @@ fn a_program_that_cannot_be_started_says_why() {
     assert_eq!(out.code, 255, "{}", out.stderr);
     assert!(
         out.stderr
-            .contains("gpurun: exec /bin/needs-bash: no such file or directory"),
+            .contains("gpurun: error: exec /bin/needs-bash: no such file or directory"),
         "{}",
         out.stderr
     );

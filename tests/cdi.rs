@@ -715,7 +715,7 @@ fn a_bad_cdi_spec_or_an_unknown_device_is_one_clear_error() {
         assert_eq!(out.code, 1, "{names}: {}", out.stderr);
         let lines: Vec<&str> = out.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{names}: one line: {}", out.stderr);
-        assert!(lines[0].starts_with("gpurun: "), "{}", lines[0]);
+        assert!(lines[0].starts_with("gpurun: error: "), "{}", lines[0]);
         assert!(
             lines[0].contains(want),
             "{names}: {:?} lacks {want:?}",

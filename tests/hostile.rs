@@ -341,7 +341,7 @@ fn hostile_gpu_request_values_get_one_clear_error() {
         let lines: Vec<&str> = out.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{case}: {}", out.stderr);
         assert!(
-            lines[0].starts_with("gpurun: ") && lines[0].contains("NVIDIA_VISIBLE_DEVICES"),
+            lines[0].starts_with("gpurun: error: ") && lines[0].contains("NVIDIA_VISIBLE_DEVICES"),
             "{case}: {}",
             lines[0]
         );

@@ -302,7 +302,7 @@ fn hostile_images_are_refused_and_nothing_is_written_outside() {
             let errors: Vec<&str> = out
                 .stderr
                 .lines()
-                .filter(|l| l.starts_with("gpurun: "))
+                .filter(|l| l.starts_with("gpurun: error: "))
                 .collect();
             assert_eq!(errors.len(), 1, "{case}: {}", out.stderr);
             assert!(errors[0].contains(reason), "{case}: {}", errors[0]);

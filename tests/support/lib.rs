@@ -672,7 +672,7 @@ pub fn assert_clean_failure(rt: &Runtime, args: &[&str], id: &str, want: &str) {
     );
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "want one error line, got: {}", out.stderr);
-    assert!(lines[0].starts_with("gpurun: "), "{}", lines[0]);
+    assert!(lines[0].starts_with("gpurun: error: "), "{}", lines[0]);
     assert!(lines[0].contains(want), "{:?} lacks {want:?}", lines[0]);
     let left: Vec<String> = rt
         .leftovers()

@@ -126,6 +126,11 @@ impl Registry {
         }
     }
 
+    /// The qualified names of every device the specs define.
+    pub fn names(&self) -> Vec<String> {
+        self.devices.keys().cloned().collect()
+    }
+
     /// Which of `names` (qualified CDI names) a spec defines. A name no
     /// spec defines is left to gpurun's own NVIDIA devices when its vendor
     /// is `nvidia.com`, as the toolkit's just-in-time mode makes them; any

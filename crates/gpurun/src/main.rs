@@ -29,7 +29,7 @@ fn main() {
         if entering.iter().all(|a| a == "run") && nix::unistd::geteuid().is_root() {
             seal::defer_to_run();
         } else if let Err(e) = seal::ensure_sealed() {
-            eprintln!("gpurun: {e:#}");
+            eprintln!("gpurun: error: {e:#}");
             std::process::exit(1);
         }
     }
@@ -48,7 +48,7 @@ fn main() {
     let target = match logging::init(&settings) {
         Ok(target) => target,
         Err(e) => {
-            eprintln!("gpurun: {e:#}");
+            eprintln!("gpurun: error: {e:#}");
             std::process::exit(1);
         }
     };
@@ -70,7 +70,7 @@ fn main() {
             let message = one_line(&e);
             tracing::error!(target: "gpurun", "{message}");
             if target.to_file {
-                eprintln!("gpurun: {message}");
+                eprintln!("gpurun: error: {message}");
             }
             e.downcast_ref::<Failure>().map_or(1, |f| f.exit_code)
         }
@@ -107,7 +107,7 @@ fn refuse_to_run_as_a_hook() {
     let name = std::path::Path::new(&argv0).file_name().unwrap_or_default();
     if name == gpurun_gpu::request::DOCKER_HOOK {
         eprintln!(
-            "gpurun: nvidia-container-runtime-hook here is gpurun, which injects GPUs as the OCI runtime, not as a hook: \
+            "gpurun: error: nvidia-container-runtime-hook here is gpurun, which injects GPUs as the OCI runtime, not as a hook: \
              run this container with gpurun as its runtime (docker run --runtime=gpurun, or \"gpurun setup docker --default\"), \
              or install the NVIDIA Container Toolkit for runc"
         );

@@ -1,5 +1,6 @@
 //! Any bytes as a bundle's config.json go through gpurun's whole GPU flow
-//! (request → plan → apply against a fixed inventory): an error, or an
+//! (request with a vendor's CDI spec in its spec directory → plan → apply
+//! against a fixed inventory): an error, or an
 //! edited spec that serializes and parses back; never a panic.
 #![no_main]
 use std::collections::BTreeMap;
@@ -21,6 +22,13 @@ fn dirs() -> &'static (PathBuf, PathBuf) {
         std::fs::create_dir_all(rootfs.join("etc")).unwrap();
         std::fs::create_dir_all(&work).unwrap();
         std::fs::write(base.join("libcuda.so.535.309.01"), b"").unwrap();
+        // One vendor's CDI spec, so CDI names in the input may resolve.
+        std::fs::create_dir_all(base.join("cdi")).unwrap();
+        std::fs::write(
+            base.join("cdi/example.yaml"),
+            "cdiVersion: \"0.6.0\"\nkind: example.com/net\ncontainerEdits:\n  env: [\"EXAMPLE=1\"]\ndevices:\n  - name: eth0\n    containerEdits:\n      env: [\"EXAMPLE_NET=eth0\"]\n",
+        )
+        .unwrap();
         (rootfs, work)
     })
 }
@@ -83,9 +91,16 @@ fuzz_target!(|data: &[u8]| {
     };
     let (rootfs, work) = dirs();
     let inv = inventory(rootfs.parent().unwrap());
-    let Ok(req) = request::from_spec(&spec, || Ok(Default::default())) else {
+    let policy = request::RequestPolicy {
+        spec_dirs: vec![rootfs.parent().unwrap().join("cdi")],
+        ..Default::default()
+    };
+    let Ok(req) = request::from_spec(&spec, || Ok(policy)) else {
         return;
     };
+    if gpurun_gpu::cdi_registry::inject(&mut spec, &req.cdi_devices).is_err() {
+        return;
+    }
     let Ok(plan) = plan::make(&inv, &req, Some(rootfs)) else {
         return;
     };

@@ -140,6 +140,11 @@ impl ProcessCopy {
             std::fs::read(path).with_context(|| format!("read --process {}", path.display()))?;
         let parsed = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
         let terminal = parsed.as_ref().is_some_and(|v| v["terminal"] == true);
+        if let Some(affinity) = parsed.as_ref().map(|v| &v["execCPUAffinity"]) {
+            for field in ["initial", "final"] {
+                crate::runtime::prepare::check_cpu_affinity(field, affinity[field].as_str())?;
+            }
+        }
         // A process without "user" runs as uid and gid 0, as under runc
         // (the OCI type makes the field required).
         if let Some(mut process) = parsed.filter(|v| v.is_object() && v.get("user").is_none()) {

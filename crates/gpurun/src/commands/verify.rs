@@ -192,7 +192,7 @@ fn sees_exactly(code: i32, seen: &[String], expected: &[String]) -> bool {
 /// What a failed `nvidia-smi -L` in the container says about the injection.
 fn verdict(code: i32, output: &str) -> String {
     let exec_failed = output.lines().find_map(|l| {
-        l.strip_prefix("gpurun: ")
+        l.strip_prefix("gpurun: error: ")
             .filter(|l| l.starts_with("exec "))
     });
     if let Some(line) = exec_failed {
@@ -246,10 +246,11 @@ mod tests {
 
     #[test]
     fn verdicts_name_the_cause() {
-        assert!(
-            verdict(255, "gpurun: exec nvidia-smi: no such file or directory\n")
-                .contains("could not be started")
-        );
+        assert!(verdict(
+            255,
+            "gpurun: error: exec nvidia-smi: no such file or directory\n"
+        )
+        .contains("could not be started"));
         assert!(
             verdict(255, "Failed to initialize NVML: Unknown Error\n").contains("device cgroup")
         );

@@ -220,11 +220,14 @@ pub fn exec_cgroups(cgroup: &Path, flags: &[String]) -> Result<ExecCgroups> {
     Ok(out)
 }
 
-/// exec never makes a sub-cgroup, only joins one.
+/// exec never makes a sub-cgroup, only joins one. runc's words first,
+/// which scripts match; the pid is the exec's own, whose process would
+/// have joined.
 fn missing_sub_cgroup(flag: &str, dir: &Path) -> anyhow::Error {
     anyhow::anyhow!(
-        "exec --cgroup {flag:?}: {} does not exist: create the sub-cgroup first (exec joins it, never makes it)",
-        dir.display()
+        "exec --cgroup {flag:?}: adding pid {} to cgroups: open {}: no such file or directory; create the sub-cgroup first (exec joins it, never makes it)",
+        std::process::id(),
+        dir.join("cgroup.procs").display()
     )
 }
 

@@ -88,7 +88,7 @@ impl Executor for GpurunExecutor {
         // container's stderr, where its user looks.
         tracing::error!(target: "gpurun", "{line}");
         if crate::runtime::logging::logs_to_file() {
-            eprintln!("gpurun: {line}");
+            eprintln!("gpurun: error: {line}");
         }
         Err(ExecutorError::Execution(line.into()))
     }

@@ -162,7 +162,11 @@ fn step_elapsed() -> String {
 
 impl LogLayer {
     fn enabled_for(&self, level: &Level, target: &str) -> bool {
-        let ours = target.starts_with("gpurun") || target == "libcontainer::lifecycle";
+        // The affinity line (`affinity: 0x<mask>`) is read by runtime test
+        // suites from --debug output, as runc's nsexec prints it.
+        let ours = target.starts_with("gpurun")
+            || target == "libcontainer::lifecycle"
+            || target == "libcontainer::process::cpu_affinity";
         match (self.debug, ours) {
             (true, true) => *level <= Level::DEBUG,
             (true, false) => *level <= Level::INFO,
@@ -214,10 +218,9 @@ fn render(
     let mut line = String::new();
     match format {
         Format::Human => {
-            let _ = write!(line, "gpurun: ");
-            if *level != Level::ERROR {
-                let _ = write!(line, "{name}: ");
-            }
+            // `gpurun: error: …`: tools and test suites that read only
+            // stderr look for the word, as runc's `level=error` gives it.
+            let _ = write!(line, "gpurun: {name}: ");
             line.push_str(message);
             for (k, v) in &extra {
                 let _ = write!(line, " {k}={v}");
@@ -258,7 +261,11 @@ pub fn error_line_parts(message_start: &str) -> Vec<(std::os::fd::RawFd, String,
     // Neither JSON nor Rust's {:?} escapes any of these characters, and
     // the text is the record's last part of the message (rfind).
     const PLACE: &str = "@@GPURUN-TEXT@@";
-    let echo = (2, format!("gpurun: {message_start}"), "\n".to_owned());
+    let echo = (
+        2,
+        format!("gpurun: error: {message_start}"),
+        "\n".to_owned(),
+    );
     let Some(&(fd, format)) = SINK.get() else {
         return vec![echo];
     };

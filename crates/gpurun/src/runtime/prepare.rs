@@ -167,6 +167,14 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         prepared.no_process = true;
     }
     check_process_cwd(&spec, &rootfs)?;
+    if let Some(affinity) = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.exec_cpu_affinity().as_ref())
+    {
+        check_cpu_affinity("initial", affinity.initial().as_deref())?;
+        check_cpu_affinity("final", affinity.cpu_affinity_final().as_deref())?;
+    }
     bind_sources_from_the_bundle(&mut spec, &prepared.user_bundle);
     resolve_mount_destinations(&mut spec, &rootfs)?;
     if let Some(root) = spec.root_mut().as_mut() {
@@ -347,6 +355,21 @@ fn apply_gpu(
     Ok(())
 }
 
+/// `process.execCPUAffinity.{field}`, checked before anything is cloned,
+/// so a bad list fails the create cleanly rather than in its init.
+pub fn check_cpu_affinity(field: &str, cpus: Option<&str>) -> Result<()> {
+    let Some(cpus) = cpus else {
+        return Ok(());
+    };
+    libcontainer::process::cpu_affinity::to_cpuset(cpus)
+        .map(|_| ())
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "process.execCPUAffinity.{field} {cpus:?}: {e}; give a CPU list such as \"0-3,6\""
+            )
+        })
+}
+
 /// A working directory under /proc reaches file descriptors and roots of
 /// other processes (the CVE-2024-21626 pattern), also through a symlink in
 /// the image: no container needs one.
@@ -410,6 +433,22 @@ fn resolve_mount_destinations(spec: &mut Spec, rootfs: &Path) -> Result<()> {
     };
     for mount in mounts.iter_mut() {
         let dest = mount.destination().clone();
+        // runc's words, which test suites match: procfs and sysfs only on a
+        // directory of the image's own, never through a symlink or on a file.
+        if let Some(fs) = mount
+            .typ()
+            .as_deref()
+            .filter(|t| matches!(*t, "proc" | "sysfs"))
+        {
+            match root.file_type(&dest) {
+                Ok(t) if !t.is_dir() => bail!(
+                    "filesystem {fs:?} must be mounted on ordinary directory: {} in the image is {}; make it a directory in the image",
+                    dest.display(),
+                    if t.is_symlink() { "a symlink" } else { "not a directory" }
+                ),
+                _ => {}
+            }
+        }
         let (resolved, followed) = root.resolve(&dest).map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => anyhow::anyhow!(
                 "mount destination {}: a symlink loop in the image; fix the image, or mount elsewhere",

@@ -95,6 +95,16 @@ pub fn container_intermediate_process(
         })?;
     }
 
+    // gpurun patch: the container's first process starts on every CPU its
+    // cgroup allows, not on the CPUs the runtime was pinned to (`taskset -c
+    // 0 gpurun run`), as runc >= 1.2 resets it; execCPUAffinity is for
+    // exec'd processes only (runtime-spec 1.2.1).
+    if matches!(args.container_type, ContainerType::InitContainer) {
+        if let Err(err) = cpu_affinity::reset_to_all_cpus(current_pid) {
+            tracing::debug!(?err, "could not reset the CPU affinity");
+        }
+    }
+
     // setting CPU affinity for tenant container after cgroup move
     if matches!(args.container_type, ContainerType::TenantContainer { .. }) {
         if let Some(exec_cpu_affinity) = spec

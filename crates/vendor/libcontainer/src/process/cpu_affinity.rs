@@ -77,6 +77,16 @@ pub fn set_cpuset_affinity_from_string(pid: Pid, cpuset_str: &str) -> Result<()>
     sched_setaffinity(pid, &to_cpuset(cpuset_str)?).map_err(CPUAffinityError::SetAffinity)
 }
 
+/// Allows `pid` every CPU; the kernel keeps those its cpuset allows.
+pub fn reset_to_all_cpus(pid: Pid) -> Result<()> {
+    let mut all = CpuSet::new();
+    for cpu in 0..CpuSet::count() {
+        all.set(cpu)
+            .map_err(|e| CPUAffinityError::CpuSet { cpu, source: e })?;
+    }
+    sched_setaffinity(pid, &all).map_err(CPUAffinityError::SetAffinity)
+}
+
 // Logs a compact CPU affinity bitmask similar to runc's nsexec.c (see: https://github.com/opencontainers/runc/blob/main/libcontainer/nsenter/nsexec.c#L676).
 // This helps in debugging which CPUs the current process is allowed to run on.
 // Only logs when DEBUG level is enabled.
