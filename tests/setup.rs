@@ -204,3 +204,83 @@ fn the_hook_link_under_runc_fails_the_create_and_leaves_nothing() {
     );
     assert_eq!(left.stdout.trim(), "", "runc kept a container");
 }
+
+/// `setup ENGINE --undo` puts the engine's config back as it was: the
+/// backup setup made goes back in place, a file setup created is removed,
+/// Docker's hook link goes, and a file that holds more than setup wrote is
+/// left alone with an error.
+#[test]
+fn setup_undo_puts_the_config_back() {
+    let scratch = Scratch::new("setup-undo");
+    let bin = gpurun_bin();
+    let bin = bin.to_str().unwrap();
+    let hooks = scratch.path().join("hooks");
+    fs::create_dir(&hooks).unwrap();
+    let hook_dir = hooks.to_str().unwrap();
+    // An existing daemon.json: backed up, then put back.
+    let daemon = scratch.path().join("daemon.json");
+    fs::write(&daemon, "{\"debug\": true}\n").unwrap();
+    let cfg = daemon.to_str().unwrap();
+    let out = setup(&[
+        "docker",
+        "--config",
+        cfg,
+        "--binary",
+        bin,
+        "--hook-dir",
+        hook_dir,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(fs::read_to_string(&daemon).unwrap().contains("gpurun"));
+    assert!(hooks.join("nvidia-container-runtime-hook").is_symlink());
+    let out = setup(&[
+        "docker",
+        "--config",
+        cfg,
+        "--binary",
+        bin,
+        "--hook-dir",
+        hook_dir,
+        "--undo",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(fs::read_to_string(&daemon).unwrap(), "{\"debug\": true}\n");
+    assert!(
+        !hooks.join("nvidia-container-runtime-hook").exists(),
+        "the link stayed"
+    );
+    let left: Vec<_> = fs::read_dir(scratch.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".bak"))
+        .collect();
+    assert!(left.is_empty(), "backups left: {left:?}");
+    // A containerd config setup created: removed.
+    let created = scratch.path().join("config.toml");
+    let cfg = created.to_str().unwrap();
+    assert_eq!(
+        setup(&["containerd", "--config", cfg, "--binary", bin]).code,
+        0
+    );
+    assert!(created.exists());
+    let out = setup(&["containerd", "--config", cfg, "--binary", bin, "--undo"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!created.exists(), "the file setup created stayed");
+    // One edited since, with no backup: left alone, and said why.
+    assert_eq!(
+        setup(&["containerd", "--config", cfg, "--binary", bin]).code,
+        0
+    );
+    let mut text = fs::read_to_string(&created).unwrap();
+    text.push_str("oom_score = -999\n");
+    fs::write(&created, &text).unwrap();
+    let out = setup(&["containerd", "--config", cfg, "--binary", bin, "--undo"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("gpurun: error: ") && out.stderr.contains("edit it by hand"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(fs::read_to_string(&created).unwrap(), text);
+}

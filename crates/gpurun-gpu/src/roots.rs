@@ -69,9 +69,81 @@ pub struct Config {
     annotation_prefixes: Option<Vec<String>>,
     cuda_compat_mode: Option<CudaCompatMode>,
     spec_dirs: Option<Vec<PathBuf>>,
+    // The NVIDIA Container Toolkit's config.toml, read as is: the keys
+    // gpurun has a use for, from the sections the toolkit keeps them in;
+    // the rest is the toolkit's own business.
+    #[serde(rename = "nvidia-container-runtime")]
+    toolkit_runtime: Option<ToolkitRuntime>,
+    #[serde(rename = "nvidia-container-cli")]
+    toolkit_cli: Option<ToolkitCli>,
+    #[serde(rename = "nvidia-container-runtime-hook")]
+    _toolkit_hook: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "nvidia-ctk")]
+    _toolkit_ctk: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "disable-require")]
+    _disable_require: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "supported-driver-capabilities")]
+    _supported_driver_capabilities: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "swarm-resource")]
+    _swarm_resource: Option<serde::de::IgnoredAny>,
 }
 
-const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts, annotation-prefixes, cuda-compat-mode (ldconfig or disabled) and spec-dirs";
+/// `[nvidia-container-runtime]`: only its `modes` matter here.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ToolkitRuntime {
+    modes: Option<ToolkitModes>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ToolkitModes {
+    cdi: Option<ToolkitCdiMode>,
+    legacy: Option<ToolkitLegacyMode>,
+}
+
+/// `[nvidia-container-runtime.modes.cdi]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct ToolkitCdiMode {
+    annotation_prefixes: Option<Vec<String>>,
+    spec_dirs: Option<Vec<PathBuf>>,
+}
+
+/// `[nvidia-container-runtime.modes.legacy]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct ToolkitLegacyMode {
+    cuda_compat_mode: Option<CudaCompatMode>,
+}
+
+/// `[nvidia-container-cli]`: `root` is the driver root (the GPU
+/// Operator's `/run/nvidia/driver`).
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ToolkitCli {
+    root: Option<PathBuf>,
+}
+
+impl Config {
+    /// The toolkit's nested keys as gpurun's flat ones; a flat key wins.
+    fn with_toolkit_sections(mut self) -> Config {
+        let modes = self
+            .toolkit_runtime
+            .take()
+            .and_then(|r| r.modes)
+            .unwrap_or_default();
+        let cdi = modes.cdi.unwrap_or_default();
+        self.annotation_prefixes = self.annotation_prefixes.or(cdi.annotation_prefixes);
+        self.spec_dirs = self.spec_dirs.or(cdi.spec_dirs);
+        self.cuda_compat_mode = self
+            .cuda_compat_mode
+            .or(modes.legacy.and_then(|l| l.cuda_compat_mode));
+        self.driver_root = self
+            .driver_root
+            .or(self.toolkit_cli.take().and_then(|c| c.root));
+        self
+    }
+}
+
+const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts, annotation-prefixes, cuda-compat-mode (ldconfig or disabled) and spec-dirs, or the NVIDIA Container Toolkit's config.toml sections";
 
 impl Config {
     /// The config files merged, a later file's keys over an earlier one's.
@@ -93,13 +165,15 @@ impl Config {
                 }
                 Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
             };
-            let parsed: Config = toml::from_str(&text).map_err(|e| {
-                anyhow::anyhow!(
-                    "{} is not a valid gpurun config: {}; the keys are {KEYS}",
-                    path.display(),
-                    e.message()
-                )
-            })?;
+            let parsed: Config = toml::from_str::<Config>(&text)
+                .map(Config::with_toolkit_sections)
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "{} is not a valid gpurun config: {}; the keys are {KEYS}",
+                        path.display(),
+                        e.message()
+                    )
+                })?;
             file = Config {
                 driver_root: parsed.driver_root.or(file.driver_root),
                 dev_root: parsed.dev_root.or(file.dev_root),
@@ -113,6 +187,7 @@ impl Config {
                 annotation_prefixes: parsed.annotation_prefixes.or(file.annotation_prefixes),
                 cuda_compat_mode: parsed.cuda_compat_mode.or(file.cuda_compat_mode),
                 spec_dirs: parsed.spec_dirs.or(file.spec_dirs),
+                ..Config::default()
             };
         }
         Ok(file)
@@ -266,6 +341,73 @@ mod tests {
         .unwrap();
         let err = request_policy(&env).unwrap_err().to_string();
         assert!(err.contains("not a valid gpurun config"), "{err}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The toolkit's own config.toml, as its package installs it, is read
+    /// as is: its nested keys count, its other sections are passed over.
+    #[test]
+    fn the_toolkits_config_toml_is_read_as_is() {
+        let dir = std::env::temp_dir().join(format!("toolkit-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("config.toml");
+        let path = cfg.to_string_lossy().into_owned();
+        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| path.clone());
+        std::fs::write(
+            &cfg,
+            r#"accept-nvidia-visible-devices-as-volume-mounts = true
+accept-nvidia-visible-devices-envvar-when-unprivileged = false
+disable-require = false
+supported-driver-capabilities = "compat32,compute,display,graphics,ngx,utility,video"
+
+[nvidia-container-cli]
+environment = []
+ldconfig = "@/sbin/ldconfig.real"
+load-kmods = true
+root = "/run/nvidia/driver"
+
+[nvidia-container-runtime]
+log-level = "info"
+mode = "auto"
+runtimes = ["docker-runc", "runc", "crun"]
+
+[nvidia-container-runtime.modes]
+
+[nvidia-container-runtime.modes.cdi]
+annotation-prefixes = ["cdi.k8s.io/", "nvidia.cdi.k8s.io/"]
+default-kind = "nvidia.com/gpu"
+spec-dirs = ["/etc/cdi", "/var/run/cdi", "/opt/cdi"]
+
+[nvidia-container-runtime.modes.csv]
+mount-spec-path = "/etc/nvidia-container-runtime/host-files-for-container.d"
+
+[nvidia-container-runtime.modes.legacy]
+cuda-compat-mode = "disabled"
+
+[nvidia-container-runtime-hook]
+path = "nvidia-container-runtime-hook"
+skip-mode-detection = false
+
+[nvidia-ctk]
+path = "nvidia-ctk"
+"#,
+        )
+        .unwrap();
+        let policy = request_policy(&env).unwrap();
+        assert!(!policy.accept_envvar_unprivileged && policy.accept_volume_mounts);
+        assert_eq!(
+            policy.annotation_prefixes,
+            ["cdi.k8s.io/", "nvidia.cdi.k8s.io/"]
+        );
+        assert_eq!(policy.spec_dirs.len(), 3);
+        assert_eq!(policy.cuda_compat_mode, CudaCompatMode::Disabled);
+        let roots = Roots::resolve(&RootFlags::default(), &env).unwrap();
+        assert_eq!(roots.driver_root, PathBuf::from("/run/nvidia/driver"));
+        // gpurun's own flat key wins over the toolkit's section.
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        std::fs::write(&cfg, format!("driver-root = \"/usr/local/nvidia\"\n{text}")).unwrap();
+        let roots = Roots::resolve(&RootFlags::default(), &env).unwrap();
+        assert_eq!(roots.driver_root, PathBuf::from("/usr/local/nvidia"));
         let _ = std::fs::remove_dir_all(dir);
     }
 

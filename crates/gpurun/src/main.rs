@@ -57,7 +57,8 @@ fn main() {
         cli::Command::Doctor { .. }
         | cli::Command::Import { .. }
         | cli::Command::LxcHook(_)
-        | cli::Command::CdiHook { .. } => Ok(PathBuf::new()),
+        | cli::Command::CdiHook { .. }
+        | cli::Command::GenerateDocs { .. } => Ok(PathBuf::new()),
         _ => state_dir::resolve(settings.root.as_deref(), cli.command.makes_containers()),
     };
     let result = state.and_then(|root| {
@@ -78,11 +79,11 @@ fn main() {
     std::process::exit(code);
 }
 
-/// `gpurun --version` (or `-v`), in runc's shape: version, commit, the
+/// `gpurun --version` (or `-v`, `-V`), in runc's shape: version, commit, the
 /// OCI runtime spec version, and the libseccomp it runs with.
 fn print_version_if_asked() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    if !(args.len() == 1 && (args[0] == "--version" || args[0] == "-v")) {
+    if !(args.len() == 1 && (args[0] == "--version" || args[0] == "-v" || args[0] == "-V")) {
         return;
     }
     let seccomp = libseccomp::ScmpVersion::current()

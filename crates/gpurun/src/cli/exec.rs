@@ -8,7 +8,8 @@ use clap::Args;
 
 #[derive(Args, Debug)]
 pub struct ExecArgs {
-    /// Unix socket (file) path , which will receive file descriptor of the writing end of the pseudoterminal
+    /// Unix socket (file) path which will receive the file descriptor of the
+    /// pseudoterminal's master end
     #[arg(long)]
     pub console_socket: Option<PathBuf>,
     #[arg(long)]
@@ -33,9 +34,9 @@ pub struct ExecArgs {
     #[arg(short, long)]
     pub detach: bool,
     #[arg(long)]
-    /// The file to which the pid of the container process should be written to
+    /// The file to write the pid of the process to
     pub pid_file: Option<PathBuf>,
-    /// Set the asm process label for the process commonly used with selinux
+    /// Set the process label (SELinux) for the process
     #[arg(long)]
     pub process_label: Option<String>,
     /// Set the apparmor profile for the process

@@ -26,8 +26,7 @@ use crate::runtime::context::Settings;
 #[command(
     name = "gpurun",
     version,
-    about = "An OCI container runtime with native NVIDIA GPU support",
-    disable_help_subcommand = true
+    about = "An OCI container runtime with native NVIDIA GPU support"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -37,49 +36,52 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The help heading of the flags every command takes.
+const GLOBAL: &str = "Global flags";
+
 /// Flags valid for every command, in runc's spelling.
 #[derive(Args, Debug, Clone, Default)]
 pub struct GlobalFlags {
     /// Root directory for container state (default: /run/gpurun, or
     /// $XDG_RUNTIME_DIR/gpurun for a non-root user)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub root: Option<PathBuf>,
 
     /// Write log messages to this file instead of stderr
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub log: Option<PathBuf>,
 
     /// Log format: text or json
-    #[arg(long, global = true, value_parser = ["text", "json"])]
+    #[arg(long, global = true, value_parser = ["text", "json"], help_heading = GLOBAL)]
     pub log_format: Option<String>,
 
     /// Log debug messages, including the numbered lifecycle steps
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub debug: bool,
 
     /// Use systemd to manage the container's cgroup
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub systemd_cgroup: bool,
 
     /// Where the NVIDIA driver's user-space files live [env: GPURUN_DRIVER_ROOT]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub driver_root: Option<PathBuf>,
 
     /// Where the device nodes live [env: GPURUN_DEV_ROOT]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub dev_root: Option<PathBuf>,
 
     /// Where procfs is mounted [env: GPURUN_PROC_ROOT]
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub proc_root: Option<PathBuf>,
 
     /// The criu binary for checkpoint and restore (default: criu on PATH)
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub criu: Option<PathBuf>,
 
     /// Accepted before the command for runc compatibility (go-runc passes
     /// --rootless=BOOL); gpurun tells a rootless caller by itself
-    #[arg(long, value_parser = ["true", "false", "auto"])]
+    #[arg(long, value_parser = ["true", "false", "auto"], help_heading = GLOBAL)]
     pub rootless: Option<String>,
 }
 
@@ -152,7 +154,8 @@ pub enum Command {
         #[arg(short, long, value_name = "DIR")]
         output: PathBuf,
     },
-    /// Register gpurun in containerd's, Docker's, Podman's or LXC's config
+    /// Register gpurun in containerd's, Docker's, Podman's, LXC's or Slurm's
+    /// config (--undo puts the backup back)
     Setup(SetupArgs),
     /// LXC mount hook (lxc.hook.mount = gpurun lxc-hook): GPUs for an LXC
     /// container from NVIDIA_* in its lxc.environment
@@ -176,6 +179,13 @@ pub enum Command {
         /// disable-device-node-modification
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         args: Vec<String>,
+    },
+    /// Man pages and shell completions from these definitions, for
+    /// packaging (scripts/package-deb.sh)
+    #[command(name = "generate-docs", hide = true)]
+    GenerateDocs {
+        /// The directory to write man/*.{1,8} and completions/* into
+        dir: PathBuf,
     },
 }
 

@@ -46,6 +46,11 @@ pub struct SetupArgs {
     /// $GPURUN_CONFIG, else /etc/gpurun/config.toml)
     #[arg(long, requires = "multi_tenant")]
     pub gpurun_config: Option<PathBuf>,
+    /// Put back the config as it was before setup: the newest backup
+    /// setup made, or no file where setup created it (Docker: the hook
+    /// link to gpurun goes too)
+    #[arg(long, conflicts_with_all = ["default", "multi_tenant"])]
+    pub undo: bool,
 }
 
 #[derive(clap::Args, Debug)]

@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod events;
 pub mod exec;
 pub mod features;
+pub mod generate_docs;
 pub mod gpu;
 pub mod import;
 pub mod kill;
@@ -66,5 +67,6 @@ pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
         }
         Command::Gpu(args) => gpu::gpu(ctx, args).map(|_| 0),
         Command::CdiHook { args } => cdi_hook::cdi_hook(&args).map(|_| 0),
+        Command::GenerateDocs { dir } => generate_docs::generate_docs(&dir).map(|_| 0),
     }
 }

@@ -148,16 +148,23 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
         .clone()
         .unwrap_or_else(|| default_config(args.engine));
     let (old, existed) = read_or_empty(&path)?;
-    let new = match args.engine {
-        Engine::Containerd => edit_containerd(&old, name, binary_str, args.default),
-        Engine::Docker => edit_docker(&old, name, binary_str, args.default),
-        Engine::Podman => edit_podman(&old, name, binary_str, args.default),
-        Engine::Lxc => lxc_hook_command(binary_str, settings)
-            .map(|hook| edit_lxc(&old, &hook, &lxc_v2_device_majors())),
-        Engine::Slurm => slurm_command(binary_str, &slurm_driver_flags(settings)?)
-            .map(|command| edit_slurm(&old, &command)),
+    let edit = |old: &str| -> Result<String> {
+        match args.engine {
+            Engine::Containerd => edit_containerd(old, name, binary_str, args.default),
+            Engine::Docker => edit_docker(old, name, binary_str, args.default),
+            Engine::Podman => edit_podman(old, name, binary_str, args.default),
+            Engine::Lxc => lxc_hook_command(binary_str, settings)
+                .map(|hook| edit_lxc(old, &hook, &lxc_v2_device_majors())),
+            Engine::Slurm => slurm_command(binary_str, &slurm_driver_flags(settings)?)
+                .map(|command| edit_slurm(old, &command)),
+        }
+        .with_context(|| format!("{}", path.display()))
+    };
+    if args.undo {
+        undo(&args, &path, &old, existed, &binary, &edit)?;
+        return Ok(0);
     }
-    .with_context(|| format!("{}", path.display()))?;
+    let new = edit(&old)?;
 
     let what = match args.engine {
         Engine::Lxc => "gpurun's LXC hooks".to_owned(),
@@ -212,6 +219,97 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
         }
     }
     Ok(0)
+}
+
+/// `setup ENGINE --undo`: the newest backup setup made of `path` goes back
+/// in its place; with none, a file that holds exactly what setup writes
+/// into an empty one was created by setup and is removed. Anything else
+/// is left alone, with the reason.
+fn undo(
+    args: &SetupArgs,
+    path: &Path,
+    current: &str,
+    existed: bool,
+    binary: &Path,
+    edit: &dyn Fn(&str) -> Result<String>,
+) -> Result<()> {
+    let backup = newest_backup(path)?;
+    match (&backup, existed) {
+        (Some(backup), _) => {
+            if args.dry_run {
+                println!("would put {} back as {}", backup.display(), path.display());
+            } else {
+                fs::rename(backup, path).with_context(|| {
+                    format!("put {} back as {}", backup.display(), path.display())
+                })?;
+                println!("put {} back as {}", backup.display(), path.display());
+            }
+        }
+        (None, true) if edit("")? == current => {
+            if args.dry_run {
+                println!("would remove {} (setup created it)", path.display());
+            } else {
+                fs::remove_file(path).with_context(|| format!("remove {}", path.display()))?;
+                println!("removed {} (setup created it)", path.display());
+            }
+        }
+        (None, true) => bail!(
+            "{}: no backup from gpurun setup ({}.<time>.bak) and the file holds more than setup wrote: edit it by hand",
+            path.display(),
+            path.display()
+        ),
+        (None, false) => println!("{} does not exist: nothing to undo", path.display()),
+    }
+    if args.engine == Engine::Docker {
+        let dir = match &args.hook_dir {
+            Some(d) => d.clone(),
+            None => binary
+                .parent()
+                .context("the binary has no directory")?
+                .to_path_buf(),
+        };
+        let link = dir.join(gpurun_gpu::request::DOCKER_HOOK);
+        let ours = fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink())
+            && fs::read_link(&link).is_ok_and(|t| t == binary);
+        if ours && !args.dry_run {
+            fs::remove_file(&link).with_context(|| format!("remove {}", link.display()))?;
+            println!("removed the hook link {}", link.display());
+        }
+    }
+    println!("restart the engine to load it");
+    Ok(())
+}
+
+/// The newest `PATH.<stamp>.bak` that `replace_file` made.
+fn newest_backup(path: &Path) -> Result<Option<PathBuf>> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(None);
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!("{}.", name.to_string_lossy());
+    let mut found: Vec<PathBuf> = match fs::read_dir(dir) {
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .is_some_and(|n| {
+                        n.strip_prefix(&prefix)
+                            .and_then(|rest| rest.strip_suffix(".bak"))
+                            .is_some_and(|stamp| stamp.len() == 15 && stamp.as_bytes()[8] == b'T')
+                    })
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    // The stamps sort as times.
+    found.sort();
+    Ok(found.pop())
 }
 
 /// gpurun's config file with the settings of a shared node (read at each
