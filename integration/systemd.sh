@@ -424,9 +424,11 @@ jq --arg root "$work/glibc" --arg probe "$smi_and_cache" '.root.path = $root
   | .process.env += ["NVIDIA_VISIBLE_DEVICES=all"]
   | .annotations = {"cdi.k8s.io/gpu": "nvidia.com/gpu=0"}
   | .linux.cgroupsPath = "system.slice:gpurun:cdiann"' "$work/bb/config.json" > "$bundle/config.json"
-out=$("$gpurun" --systemd-cgroup run --bundle "$bundle" cdiann 2>&1)
+out=$("$gpurun" --systemd-cgroup run --bundle "$bundle" cdiann 2>"$work/cdiann.err")
 check "gpurun --systemd-cgroup run with a cdi.k8s.io annotation: NVIDIA's spec resolved, hooks done" \
   "smi=9 libcuda=1" "$out"
+check_contains "the image's NVIDIA_VISIBLE_DEVICES=all is passed over, and said so" \
+  'ignoring env "NVIDIA_VISIBLE_DEVICES=all": the CDI annotations name the devices' "$(cat "$work/cdiann.err")"
 check "no gpurun-cdiann scope left" inactive "$(systemctl is-active gpurun-cdiann.scope 2>&1)"
 rm -f /var/run/cdi/nvidia-e2e.json
 fi
