@@ -1,6 +1,7 @@
 #!/bin/sh
 # The one command that sets everything up and runs the demo: installs the
-# packages, builds gpurun, builds a fake GPU host from NVIDIA's real 535
+# packages, builds gpurun's Debian package and installs it (/usr/bin/gpurun,
+# its man pages and completions), builds a fake GPU host from NVIDIA's real 535
 # user-space files (or uses the real driver when /proc/driver/nvidia exists),
 # checks the host with `gpurun doctor`, and runs a GPU container straight
 # from a root filesystem (`run --rootfs`, no config.json) with the numbered
@@ -8,8 +9,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh
-cargo build --locked --release -p gpurun
-gpurun="$PWD/target/release/gpurun"
+deb=$(sh scripts/package-deb.sh)
+dpkg -i "$deb" >/dev/null
+echo "== installed $deb: $(gpurun --version | head -1)"
+gpurun=/usr/bin/gpurun
 work="${TMPDIR:-/tmp}/gpurun-demo"
 rm -rf "$work/bundle" "$work/state"
 mkdir -p "$work/bundle"

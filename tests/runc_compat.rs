@@ -2002,3 +2002,34 @@ fn runc_s_words_for_symlinked_proc_and_failing_hooks() {
         "error running hook #1: hook command exited with non-zero exit code: 3",
     );
 }
+
+/// `features` promises only what works: idmapped mounts are refused at
+/// create (libcontainer 0.7), so `features` says so, and such a mount is
+/// one clear error that leaves nothing behind.
+#[test]
+fn features_promises_no_idmapped_mounts_and_they_are_refused() {
+    require_root!();
+    let rt = Runtime::new();
+    let out = rt.run(["features"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let features: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        features["linux"]["mountExtensions"]["idmap"]["enabled"],
+        false
+    );
+    let bundle = Bundle::busybox();
+    let scratch = Scratch::new("idmap");
+    bundle.edit(|c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/mnt", "type": "bind", "source": scratch.path(),
+            "options": ["bind", "idmap"],
+            "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+            "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}]
+        }))
+    });
+    let id = unique("idmap");
+    let out = rt.run(["create", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.starts_with("gpurun: error: "), "{}", out.stderr);
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+}
