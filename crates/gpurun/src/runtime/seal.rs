@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use libcontainer::oci_spec::runtime::{
-    Capability, LinuxNamespaceType, LinuxSeccomp, LinuxSeccompAction, Spec,
+    Capability, Hook, LinuxNamespaceType, LinuxSeccomp, LinuxSeccompAction, Spec,
 };
 use safe_fs::detached_mount::{detached_mount, FsOption};
 use safe_fs::syscall_result as check;
@@ -304,18 +304,33 @@ pub fn stub_protects(spec: &Spec) -> Result<(), String> {
         }
     }
     if let Some(hooks) = spec.hooks() {
-        let before_start = [
+        // NVIDIA's CDI hooks in these lists are carried out by gpurun
+        // itself and never run as processes (cdi_hooks::take).
+        let runs = |h: &Hook| {
+            let args = h.args().clone().unwrap_or_default();
+            gpurun_gpu::cdi_hooks::nvidia_hook_args(h.path(), &args).is_none()
+        };
+        #[allow(deprecated)]
+        let done_natively = [
             hooks.prestart(),
             hooks.create_runtime(),
             hooks.create_container(),
-            hooks.start_container(),
         ];
-        if before_start
+        if done_natively
             .iter()
-            .any(|h| h.as_ref().is_some_and(|h| !h.is_empty()))
+            .any(|list| list.as_ref().is_some_and(|l| l.iter().any(runs)))
+            || hooks
+                .start_container()
+                .as_ref()
+                .is_some_and(|l| !l.is_empty())
         {
             return Err("hooks that run before the program starts".into());
         }
+    }
+    // CDI names a spec file may answer with hooks of its own, added after
+    // this choice is made.
+    if names_cdi_devices(spec) {
+        return Err("CDI device names, which a CDI spec may answer with hooks".into());
     }
     if let Some(seccomp) = linux.seccomp() {
         for name in ["execve", "execveat"] {
@@ -325,6 +340,30 @@ pub fn stub_protects(spec: &Spec) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether the spec names CDI devices (`vendor.com/class=name`) in its
+/// annotations or in NVIDIA_VISIBLE_DEVICES, for the spec directories to
+/// resolve.
+fn names_cdi_devices(spec: &Spec) -> bool {
+    let is_cdi_list = |value: &str| {
+        value.split(',').any(|item| {
+            item.trim()
+                .split_once('=')
+                .is_some_and(|(kind, _)| kind.contains('/'))
+        })
+    };
+    spec.annotations()
+        .iter()
+        .flatten()
+        .any(|(_, v)| is_cdi_list(v))
+        || gpurun_gpu::request::environment(spec)
+            .get("NVIDIA_VISIBLE_DEVICES")
+            .is_some_and(|v| is_cdi_list(v))
+        || spec.mounts().iter().flatten().any(|m| {
+            m.destination()
+                .starts_with(Path::new(gpurun_gpu::request::VOLUME_REQUEST_DIR).join("cdi"))
+        })
 }
 
 /// Whether the profile lets every call of `name` through.
@@ -616,6 +655,28 @@ mod tests {
             !refused(|c| c["hooks"] = serde_json::json!({"poststart": [{"path": "/x"}]}))
                 || !crate::runtime::exec_stub::built()
         );
+        // CDI names a spec file may answer with hooks added later.
+        assert!(refused(
+            |c| c["annotations"] = serde_json::json!({"cdi.k8s.io/x": "example.com/net=a"})
+        ));
+        assert!(refused(|c| c["process"]["env"]
+            .as_array_mut()
+            .unwrap()
+            .push("NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0".into())));
+        // NVIDIA's CDI hooks, done by gpurun itself, are no hooks at all;
+        // a startContainer one is not taken, and runs.
+        assert!(
+            stub_protects(&spec_with(|c| {
+                c["hooks"] = serde_json::json!({"createContainer": [{"path": "/usr/bin/nvidia-cdi-hook",
+                    "args": ["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib"]}]})
+            }))
+            .is_ok()
+                || !crate::runtime::exec_stub::built()
+        );
+        assert!(refused(|c| {
+            c["hooks"] = serde_json::json!({"startContainer": [{"path": "/usr/bin/nvidia-cdi-hook",
+                "args": ["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib"]}]})
+        }));
     }
 
     #[test]
