@@ -7,7 +7,7 @@
 #                     /usr/lib/nvidia/current with a /usr/bin symlink
 #   ubuntu            everything in /usr/lib/x86_64-linux-gnu and /usr/bin
 #   rhel              libraries in /usr/lib64, programs in /usr/bin
-#   usr-local-nvidia  the cloud layout of ../shared/real-gpu-hosts: the driver
+#   usr-local-nvidia  the cloud layout of the recorded H100 host (docs/real-gpu.md): the driver
 #                     in /usr/local/nvidia/{lib64,bin,share,firmware}, soname
 #                     links in /lib that are absolute symlinks into it, and
 #                     shell-script wrappers in /usr/bin

@@ -1,13 +1,16 @@
 #!/bin/sh
 # Installs every system package gpurun's build, tests and demo need, from
 # Debian. Idempotent; run as root. The Rust toolchain (cargo >= 1.85) must
-# already be on PATH.
+# already be on PATH. With --build, only what building gpurun, its package,
+# a fake GPU host and a glibc rootfs need (the README's quick start).
 set -eu
+build="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev busybox-static ca-certificates curl"
 packages="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev \
   busybox-static runc uidmap jq strace time python3 python3-pip ca-certificates zstd \
   slurmd slurmctld slurm-client munge umoci skopeo protobuf-compiler \
   containerd docker.io podman fuse-overlayfs slirp4netns \
   docker-registry apache2-utils openssl curl docker-compose lxc procps util-linux"
+[ "${1:-}" = --build ] && packages=$build
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -3,15 +3,18 @@
 # /usr/bin (root-owned, 0755), gpurun(8) and one page per command, bash,
 # zsh and fish completions (all generated from the binary's own command
 # definitions, so they cannot drift), an example config, README, LICENSE
-# and CHANGELOG. Every file is dpkg's: `apt-get remove gpurun` leaves none.
+# and CHANGELOG. Every file is dpkg's, and the postrm removes gpurun's
+# driver cache from /run/gpurun: `apt-get remove gpurun` leaves nothing.
 # Usage: scripts/package-deb.sh   (prints the .deb's path)
 set -eu
 cd "$(dirname "$0")/.."
+sh scripts/install-deps.sh --build >&2
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 cargo build --locked --release -p gpurun >&2
 out=target/debian
 pkg=$(mktemp -d)
 trap 'rm -rf "$pkg"' EXIT
+chmod 755 "$pkg"
 install -D -m 0755 target/release/gpurun "$pkg/usr/bin/gpurun"
 "$pkg/usr/bin/gpurun" generate-docs "$pkg/gen"
 mkdir -p "$pkg/usr/share/man/man8"
@@ -41,11 +44,22 @@ Section: admin
 Priority: optional
 Homepage: https://github.com/gpurun/gpurun
 Description: OCI container runtime with native NVIDIA GPU support
- A runc-compatible runtime (containerd, Docker, Podman, CRI-O-style shims,
+ A runc-compatible runtime (containerd, Docker, Podman,
  Slurm, LXC) that injects NVIDIA GPUs itself: no hook process and no NVIDIA
  Container Toolkit on the host, rootless and in user namespaces, with
  NVIDIA's CDI hooks carried out natively.
 CONTROL
+# gpurun's driver cache in the default state root is its own; the
+# containers' state there is not, and stays while they run.
+cat > "$pkg/DEBIAN/postrm" <<'POSTRM'
+#!/bin/sh
+set -e
+if [ "$1" = remove ] || [ "$1" = purge ]; then
+  rm -rf /run/gpurun/@driver-cache
+  rmdir /run/gpurun 2>/dev/null || true
+fi
+POSTRM
+chmod 755 "$pkg/DEBIAN/postrm"
 mkdir -p "$out"
 deb="$out/gpurun_${version}_amd64.deb"
 dpkg-deb --root-owner-group -Zxz --build "$pkg" "$deb" >/dev/null
