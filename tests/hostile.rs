@@ -104,7 +104,7 @@ fn symlink_loops_and_proc_dev_symlinks_are_refused() {
                     std::os::unix::fs::symlink(&target, b.rootfs().join("proc")).unwrap();
                 }
             }),
-            "mount destination /proc goes through a symlink in the image",
+            "filesystem \"proc\" must be mounted on ordinary directory: /proc in the image is a symlink",
         ),
         (
             "/dev symlink",
