@@ -27,9 +27,10 @@ for suite in integration/*.sh; do
 done
 # The host matrix: the kernel- and cgroup-dependent suites again in VMs on
 # the kernels GPU hosts run, with pure cgroup v2 (README: what runs where):
-# all of them on 6.1, the GPU mount, cgroup v2 and CDI ones on 6.12.
+# all of them on 6.1, the GPU mount, cgroup v2, CDI and user-namespace ones
+# on 6.12.
 sh scripts/host-matrix.sh 6.1
-GPURUN_MATRIX_SUITES="layouts image cgroup_v2 cdi" sh scripts/host-matrix.sh 6.12
+GPURUN_MATRIX_SUITES="layouts image cgroup_v2 cdi userns" sh scripts/host-matrix.sh 6.12
 # The systemd driver's device rules (from a shell, under Docker and with
 # NVIDIA's CDI spec through Podman and an annotation) and
 # docker update again in a systemd guest on 6.12.

@@ -59,7 +59,7 @@ pub(crate) fn read_only_file_bind() -> Vec<String> {
         .collect()
 }
 
-fn has_user_namespace(spec: &Spec) -> bool {
+pub fn has_user_namespace(spec: &Spec) -> bool {
     spec.linux()
         .as_ref()
         .and_then(|l| l.namespaces().as_ref())
@@ -78,19 +78,18 @@ pub enum Phase {
     LinkerCache,
 }
 
-/// Edits `spec` to carry out `plan`. Files the container needs (the linker
-/// cache, /proc/driver/nvidia copies) are written into `work_dir`, which
-/// only has to outlive the create: they are bind-mounted file by file. What
-/// is the same for many containers (the layers that hold mount points the
-/// image lacks, the merged linker cache of an image) is kept in `shared`,
-/// named by its contents, made once (see `mount_points`).
+/// Edits `spec` to carry out `plan`. The files the container needs (the
+/// layers that hold mount points the image lacks, the merged linker cache,
+/// /proc/driver/nvidia copies) are kept in `shared`, named by their
+/// contents, made once (see `mount_points`), and bind-mounted file by file.
+/// None is secret, and none is in the container's own state directory, so
+/// a container in a user namespace started by root reaches them too.
 /// `on_step` is called after each phase, for the --debug steps (which the
 /// caller numbers).
 pub fn apply(
     spec: &mut Spec,
     plan: &Plan,
     rootfs: &Path,
-    work_dir: &Path,
     shared: &Path,
     on_step: &mut dyn FnMut(Phase, &Applied),
 ) -> Result<Applied> {
@@ -99,7 +98,7 @@ pub fn apply(
     } else {
         NodeDelivery::Mknod
     };
-    apply_delivering(spec, plan, rootfs, work_dir, shared, delivery, on_step)
+    apply_delivering(spec, plan, rootfs, shared, delivery, on_step)
 }
 
 /// How device nodes reach the container.
@@ -119,7 +118,6 @@ pub fn apply_delivering(
     spec: &mut Spec,
     plan: &Plan,
     rootfs: &Path,
-    work_dir: &Path,
     shared: &Path,
     delivery: NodeDelivery,
     on_step: &mut dyn FnMut(Phase, &Applied),
@@ -150,7 +148,7 @@ pub fn apply_delivering(
     applied.file_mounts = plan.mounts.len();
     on_step(Phase::DriverFiles, &applied);
 
-    mounts.extend(proc_driver_nvidia_mounts(plan, work_dir)?);
+    mounts.extend(proc_driver_nvidia_mounts(plan, shared)?);
 
     if let Some(cache) = linker_cache_mount(plan, rootfs, shared, &mut applied)? {
         mounts.push(cache);
@@ -236,12 +234,10 @@ fn allow_nodes_in_cgroup(linux: &mut oci_spec::runtime::Linux, plan: &Plan) -> R
 /// the container sees neither the other GPUs nor ModifyDeviceFiles=1.
 /// Only where the kernel module is loaded: otherwise there is nothing
 /// under the container's /proc to mask.
-fn proc_driver_nvidia_mounts(plan: &Plan, work_dir: &Path) -> Result<Vec<Mount>> {
+fn proc_driver_nvidia_mounts(plan: &Plan, shared: &Path) -> Result<Vec<Mount>> {
     let mut mounts = Vec::new();
     if let Some(copy) = &plan.proc_driver_nvidia {
         if Path::new("/proc/driver/nvidia").is_dir() {
-            let dir = work_dir.join("proc-driver-nvidia");
-            fs::create_dir_all(&dir)?;
             mounts.push(
                 MountBuilder::default()
                     .destination("/proc/driver/nvidia")
@@ -260,12 +256,10 @@ fn proc_driver_nvidia_mounts(plan: &Plan, work_dir: &Path) -> Result<Vec<Mount>>
                 ("version", &copy.version),
                 ("registry", &copy.registry),
             ] {
-                let file = dir.join(name);
-                fs::write(&file, text)?;
-                mounts.push(bind(
-                    &file,
+                mounts.push(shared_file_bind(
+                    shared,
+                    text,
                     &Path::new("/proc/driver/nvidia").join(name),
-                    &read_only_file_bind(),
                 )?);
             }
             for bus in &copy.gpus {
@@ -462,6 +456,22 @@ fn entries_key(entries: &[ldcache::Entry]) -> Vec<u8> {
         }
     }
     key
+}
+
+/// `text` kept in `shared` by content, bind-mounted read-only at
+/// `destination`.
+pub fn shared_file_bind(shared: &Path, text: &str, destination: &Path) -> Result<Mount> {
+    let file = shared_file(shared, &[b"file", text.as_bytes()], || {
+        text.as_bytes().to_vec()
+    })
+    .with_context(|| {
+        format!(
+            "keep a copy for {} in {}",
+            destination.display(),
+            shared.display()
+        )
+    })?;
+    bind(&file, destination, &read_only_file_bind())
 }
 
 /// A file in `store` named by the SHA-256 of `inputs`, holding what `make`

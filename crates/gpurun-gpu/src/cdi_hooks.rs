@@ -651,7 +651,6 @@ pub struct Done {
 pub fn apply(
     spec: &mut Spec,
     rootfs: &Path,
-    work_dir: &Path,
     shared: &Path,
     host: &HostFacts,
 ) -> Result<Option<Done>> {
@@ -671,21 +670,15 @@ pub fn apply(
             &mut applied,
         )?);
     }
-    for (text, name, destination) in [
-        (&plan.params, "nvidia-params", PARAMS),
-        (
-            &plan.application_profile,
-            "application-profile.conf",
-            APPLICATION_PROFILE,
-        ),
+    for (text, destination) in [
+        (&plan.params, PARAMS),
+        (&plan.application_profile, APPLICATION_PROFILE),
     ] {
         if let Some(text) = text {
-            let file = work_dir.join(name);
-            fs::write(&file, text)?;
-            mounts.push(apply::bind(
-                &file,
+            mounts.push(apply::shared_file_bind(
+                shared,
+                text,
                 Path::new(destination),
-                &apply::read_only_file_bind(),
             )?);
         }
     }

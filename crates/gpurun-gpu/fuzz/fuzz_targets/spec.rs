@@ -104,7 +104,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(plan) = plan::make(&inv, &req, Some(rootfs)) else {
         return;
     };
-    if apply::apply(&mut spec, &plan, rootfs, work, &work.join("shared"), &mut |_, _| {}).is_ok() {
+    if apply::apply(&mut spec, &plan, rootfs, &work.join("shared"), &mut |_, _| {}).is_ok() {
         let text = serde_json::to_vec(&spec).expect("an edited spec serializes");
         serde_json::from_slice::<Spec>(&text).expect("an edited spec parses back");
     }

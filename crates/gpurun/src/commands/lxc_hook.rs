@@ -225,7 +225,6 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
         &mut spec,
         &plan,
         &rootfs,
-        &scratch_dir.join("work"),
         &scratch_dir.join("shared"),
         apply::NodeDelivery::Bind,
         &mut |_, _| {},

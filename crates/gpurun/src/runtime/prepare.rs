@@ -129,7 +129,8 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
 
     // The lock: exactly one create of this id gets past here.
     let dir = containers::creating_dir(opts.root, opts.id);
-    match fs::create_dir(&dir) {
+    // The container's own: its config holds the process's environment.
+    match std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), 0o700).create(&dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
             "container {:?} is being created by another gpurun; if that one died, run \"gpurun delete --force {}\"",
@@ -196,7 +197,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         .as_ref()
         .map(|r| r.path().clone())
         .unwrap_or_default();
-    apply_gpu(&mut spec, opts, &rootfs, &prepared.dir, slurm_step.as_ref())?;
+    apply_gpu(&mut spec, opts, &rootfs, slurm_step.as_ref())?;
     apply_rootless(&mut spec)?;
     check_devices_can_be_opened(&spec)?;
 
@@ -219,7 +220,6 @@ fn apply_gpu(
     spec: &mut Spec,
     opts: &CreateOptions,
     rootfs: &Path,
-    work_dir: &Path,
     slurm_step: Option<&StepCgroup>,
 ) -> Result<()> {
     logging::start_steps();
@@ -258,13 +258,8 @@ fn apply_gpu(
     // are done here, and gpurun's own request path adds nothing on top.
     let cdi_applied = cdi_hooks::carries_nvidia_cdi_edits(spec);
     let store = opts.root.join(flow::CACHE_DIR);
-    if let Some(done) = cdi_hooks::apply(
-        spec,
-        rootfs,
-        work_dir,
-        &store,
-        &cdi_hooks::HostFacts::read(),
-    )? {
+    let_a_user_namespace_reach_the_store(spec, opts.root)?;
+    if let Some(done) = cdi_hooks::apply(spec, rootfs, &store, &cdi_hooks::HostFacts::read())? {
         tracing::debug!(
             target: "gpurun::steps",
             "{} NVIDIA CDI hooks done natively (no hook process): {}",
@@ -325,7 +320,7 @@ fn apply_gpu(
         caps.join(","),
         plan.driver_version
     );
-    let applied = apply::apply(spec, &plan, rootfs, work_dir, &store, &mut |phase, a| {
+    let applied = apply::apply(spec, &plan, rootfs, &store, &mut |phase, a| {
         let (step, what) = match phase {
             Phase::DeviceNodes => (
                 Step::DeviceNodes,
@@ -368,6 +363,33 @@ pub fn check_cpu_affinity(field: &str, cpus: Option<&str>) -> Result<()> {
                 "process.execCPUAffinity.{field} {cpus:?}: {e}; give a CPU list such as \"0-3,6\""
             )
         })
+}
+
+/// A container in a user namespace started by root reaches the shared
+/// store's files (mount-point layers, linker caches, driver copies: none
+/// secret) as its own root, a host uid the state root (0700) does not let
+/// through. The root is then made traversable, not readable (0711, as runc
+/// makes its container directories); each container's directory stays
+/// 0700, since its config holds the process's environment.
+fn let_a_user_namespace_reach_the_store(spec: &Spec, root: &Path) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if !apply::has_user_namespace(spec) || !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let meta = fs::metadata(root).with_context(|| format!("state directory {}", root.display()))?;
+    if meta.uid() != 0 || meta.mode() & 0o011 == 0o011 {
+        return Ok(());
+    }
+    fs::set_permissions(
+        root,
+        fs::Permissions::from_mode((meta.mode() & 0o7777) | 0o011),
+    )
+    .with_context(|| {
+        format!(
+            "let the container's user namespace through {}",
+            root.display()
+        )
+    })
 }
 
 /// A working directory under /proc reaches file descriptors and roots of

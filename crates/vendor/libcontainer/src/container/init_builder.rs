@@ -185,7 +185,11 @@ impl InitContainerBuilder {
             return Err(LibcontainerError::Exist);
         }
 
-        std::fs::create_dir_all(&container_dir).map_err(|err| {
+        // gpurun patch: the container's own (its config holds the
+        // process's environment), whatever the state root's mode.
+        std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+            .create(&container_dir)
+            .map_err(|err| {
             tracing::error!(
                 ?container_dir,
                 "failed to create container directory: {}",
