@@ -724,3 +724,51 @@ fn a_bad_cdi_spec_or_an_unknown_device_is_one_clear_error() {
         assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
     }
 }
+
+/// NVIDIA's CDI edits in a user namespace started by root (a `hostUsers:
+/// false` pod, Podman's `--userns=auto`): the hooks are done natively there
+/// too. The nodes come as bind mounts of the fake host's nodes (an engine's
+/// `linux.devices` in a user namespace are bound from the same path in the
+/// host's /dev, which the fake host does not populate).
+#[test]
+fn nvidia_cdi_edits_in_a_user_namespace_started_by_root() {
+    require_root!();
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(&["sh", "-c", PROBE], &["NVIDIA_VISIBLE_DEVICES=all"]);
+    apply_cdi(&bundle, &toolkit_form(), "0", true);
+    // The engine's allow rules for those nodes: the device cgroup applies
+    // to a root-started container, user namespace or not.
+    bundle.edit(|c| {
+        use std::os::unix::fs::MetadataExt;
+        let binds: Vec<String> = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| {
+                m["destination"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("/dev/nvidia")
+            })
+            .map(|m| m["source"].as_str().unwrap().to_owned())
+            .collect();
+        let rules = c["linux"]["resources"]["devices"].as_array_mut().unwrap();
+        for source in binds {
+            let rdev = fs::metadata(&source).unwrap().rdev();
+            rules.push(
+                json!({"allow": true, "type": "c", "major": libc::major(rdev),
+                "minor": libc::minor(rdev), "access": "rwm"}),
+            );
+        }
+    });
+    bundle.map_root_to(100000);
+    let out = std::process::Command::new("chown")
+        .args(["-R", "100000:100000"])
+        .arg(bundle.rootfs())
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let rt = Runtime::new();
+    let out = run_bundle(&rt, &bundle);
+    assert_gpu_0_works(&out, "root-started user namespace");
+}
