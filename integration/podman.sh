@@ -19,9 +19,11 @@ made_nodes=""
 cdi_spec=/var/run/cdi/gpurun-e2e.json
 user=gpurun-test
 . integration/lib/common.sh
+added_subids=""
 cleanup() {
   pkill -U "$user" -f 'catatonit|podman' 2>/dev/null || true
   rm -f "$cdi_spec"
+  for f in $added_subids; do sed -i '/^containers:2000000:1000000$/d' "$f"; done
   for n in $made_nodes; do rm -f "$n"; done
   rm -rf "$work"
 }
@@ -135,6 +137,29 @@ check "its output still reaches podman logs" yes \
   "$([ "${last#line }" -gt "${at_restore:-0}" ] 2>/dev/null && echo yes)"
 rootful rm -f -t 0 ckpt >/dev/null
 check "nothing left in gpurun's state dir" "" "$(state_new /run/gpurun "$default_state_before")"
+
+# Rootful Podman with --userns=auto (a user namespace started by root, as
+# Kubernetes' hostUsers: false): plain and with a GPU. conmon passes no
+# environment to the runtime, so the fake host is named in the system
+# config for these runs (an existing one is put back), and Podman's
+# "containers" user gets subordinate ids if it has none.
+rootful load -i "$work/glibc.tar" >/dev/null 2>&1
+for f in /etc/subuid /etc/subgid; do
+  grep -q '^containers:' "$f" 2>/dev/null || { echo "containers:2000000:1000000" >> "$f"; added_subids="$added_subids $f"; }
+done
+mkdir -p /etc/gpurun
+[ -e /etc/gpurun/config.toml ] && cp /etc/gpurun/config.toml "$work/saved-config.toml"
+cp "$work/gpurun.toml" /etc/gpurun/config.toml
+userns_run() {
+  rootful run --rm --userns=auto --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 "$@"
+}
+out=$(userns_run gpurun-test/glibc sh -c 'read inside host size < /proc/self/uid_map; [ "$host" -gt 0 ] && echo "$inside mapped"; id -u' 2>&1)
+check "rootful podman --userns=auto: root in a user namespace of its own" "0 mapped 0" "$(echo $out)"
+plain_probe='ls /dev/nvidia[0-9]* | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=$? libcuda=$(ldconfig -p | grep -c libcuda.so.1)'
+out=$(userns_run -e NVIDIA_VISIBLE_DEVICES=0 gpurun-test/glibc sh -c "$plain_probe" 2>&1)
+check "rootful podman --userns=auto -e NVIDIA_VISIBLE_DEVICES=0: GPU 0, nvidia-smi exits 9, libcuda cached" \
+  "/dev/nvidia0 smi=9 libcuda=1" "$out"
+if [ -e "$work/saved-config.toml" ]; then cp "$work/saved-config.toml" /etc/gpurun/config.toml; else rm -f /etc/gpurun/config.toml; fi
 rootful system reset -f >/dev/null 2>&1
 
 summary podman
