@@ -20,10 +20,14 @@ cdi_spec=/var/run/cdi/gpurun-e2e.json
 user=gpurun-test
 . integration/lib/common.sh
 added_subids=""
+wrote_config=""
 cleanup() {
   pkill -U "$user" -f 'catatonit|podman' 2>/dev/null || true
   rm -f "$cdi_spec"
   for f in $added_subids; do sed -i '/^containers:2000000:1000000$/d' "$f"; done
+  if [ -n "$wrote_config" ]; then
+    if [ -e "$work/saved-config.toml" ]; then cp "$work/saved-config.toml" /etc/gpurun/config.toml; else rm -f /etc/gpurun/config.toml; fi
+  fi
   for n in $made_nodes; do rm -f "$n"; done
   rm -rf "$work"
 }
@@ -149,6 +153,7 @@ for f in /etc/subuid /etc/subgid; do
 done
 mkdir -p /etc/gpurun
 [ -e /etc/gpurun/config.toml ] && cp /etc/gpurun/config.toml "$work/saved-config.toml"
+wrote_config=1
 cp "$work/gpurun.toml" /etc/gpurun/config.toml
 userns_run() {
   rootful run --rm --userns=auto --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 "$@"
@@ -160,6 +165,7 @@ out=$(userns_run -e NVIDIA_VISIBLE_DEVICES=0 gpurun-test/glibc sh -c "$plain_pro
 check "rootful podman --userns=auto -e NVIDIA_VISIBLE_DEVICES=0: GPU 0, nvidia-smi exits 9, libcuda cached" \
   "/dev/nvidia0 smi=9 libcuda=1" "$out"
 if [ -e "$work/saved-config.toml" ]; then cp "$work/saved-config.toml" /etc/gpurun/config.toml; else rm -f /etc/gpurun/config.toml; fi
+wrote_config=""
 rootful system reset -f >/dev/null 2>&1
 
 summary podman
