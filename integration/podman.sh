@@ -21,13 +21,16 @@ user=gpurun-test
 . integration/lib/common.sh
 added_subids=""
 wrote_config=""
+# The system config as it was before the --userns=auto runs wrote it.
+restore_config() {
+  if [ -e "$work/saved-config.toml" ]; then cp "$work/saved-config.toml" /etc/gpurun/config.toml; else rm -f /etc/gpurun/config.toml; fi
+  wrote_config=""
+}
 cleanup() {
   pkill -U "$user" -f 'catatonit|podman' 2>/dev/null || true
   rm -f "$cdi_spec"
   for f in $added_subids; do sed -i '/^containers:2000000:1000000$/d' "$f"; done
-  if [ -n "$wrote_config" ]; then
-    if [ -e "$work/saved-config.toml" ]; then cp "$work/saved-config.toml" /etc/gpurun/config.toml; else rm -f /etc/gpurun/config.toml; fi
-  fi
+  [ -z "$wrote_config" ] || restore_config
   for n in $made_nodes; do rm -f "$n"; done
   rm -rf "$work"
 }
@@ -164,8 +167,7 @@ plain_probe='ls /dev/nvidia[0-9]* | tr "\n" " "; nvidia-smi >/dev/null 2>&1; ech
 out=$(userns_run -e NVIDIA_VISIBLE_DEVICES=0 gpurun-test/glibc sh -c "$plain_probe" 2>&1)
 check "rootful podman --userns=auto -e NVIDIA_VISIBLE_DEVICES=0: GPU 0, nvidia-smi exits 9, libcuda cached" \
   "/dev/nvidia0 smi=9 libcuda=1" "$out"
-if [ -e "$work/saved-config.toml" ]; then cp "$work/saved-config.toml" /etc/gpurun/config.toml; else rm -f /etc/gpurun/config.toml; fi
-wrote_config=""
+restore_config
 rootful system reset -f >/dev/null 2>&1
 
 summary podman

@@ -74,7 +74,7 @@ fn exec_flags_behave_as_in_runc() {
     // runc's words (bats `exec --cgroup sub-cgroups [v1]`).
     let out = rt.run(["exec", "--cgroup", "missing", &id, "true"]);
     assert_eq!(out.code, 255, "{}", out.stderr);
-    let words = regex_lite(
+    let words = contains_in_order(
         &out.stderr,
         " adding pid ",
         "/missing/cgroup.procs: no such file or directory",
@@ -1759,7 +1759,7 @@ fn only_stdio_and_preserved_descriptors_reach_the_container() {
 }
 
 /// Whether `text` has `first`, then later `then` (bats' `*"a"*"b"*`).
-fn regex_lite(text: &str, first: &str, then: &str) -> bool {
+fn contains_in_order(text: &str, first: &str, then: &str) -> bool {
     text.find(first)
         .is_some_and(|at| text[at + first.len()..].contains(then))
 }

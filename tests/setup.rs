@@ -221,28 +221,24 @@ fn setup_undo_puts_the_config_back() {
     let daemon = scratch.path().join("daemon.json");
     fs::write(&daemon, "{\"debug\": true}\n").unwrap();
     let cfg = daemon.to_str().unwrap();
-    let out = setup(&[
-        "docker",
-        "--config",
-        cfg,
-        "--binary",
-        bin,
-        "--hook-dir",
-        hook_dir,
-    ]);
+    let docker = |more: &[&str]| {
+        let mut args = vec![
+            "docker",
+            "--config",
+            cfg,
+            "--binary",
+            bin,
+            "--hook-dir",
+            hook_dir,
+        ];
+        args.extend_from_slice(more);
+        setup(&args)
+    };
+    let out = docker(&[]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(fs::read_to_string(&daemon).unwrap().contains("gpurun"));
     assert!(hooks.join("nvidia-container-runtime-hook").is_symlink());
-    let out = setup(&[
-        "docker",
-        "--config",
-        cfg,
-        "--binary",
-        bin,
-        "--hook-dir",
-        hook_dir,
-        "--undo",
-    ]);
+    let out = docker(&["--undo"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(fs::read_to_string(&daemon).unwrap(), "{\"debug\": true}\n");
     assert!(

@@ -95,8 +95,9 @@ fn a_gpu_container_in_a_user_namespace_started_by_root() {
     assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
 }
 
-/// The state root of an earlier container without a user namespace stays
-/// 0700: only a root-started user namespace opens it, and only to traverse.
+/// The state root stays 0700 for a container without a user namespace,
+/// and for one in a user namespace that gets no GPU files: only the GPU
+/// files of a root-started user namespace open it, and only to traverse.
 #[test]
 fn the_state_root_stays_closed_without_a_user_namespace() {
     require_root!();
@@ -108,5 +109,15 @@ fn the_state_root_stays_closed_without_a_user_namespace() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let mode = fs::metadata(&rt.root).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "state root mode {mode:o}");
+    // Nor does a user namespace that gets no GPU files.
+    let bundle = userns_bundle(&[], &["true"]);
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    let out = rt.run(["run", "--bundle", &dir, &unique("userns-plain")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mode = fs::metadata(&rt.root).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode, 0o700,
+        "state root mode {mode:o} after a plain userns run"
+    );
     assert!(Path::new(&rt.root).is_dir());
 }

@@ -188,6 +188,16 @@ fn volume_devices(spec: &Spec) -> (Vec<String>, Vec<String>) {
     (out, imex)
 }
 
+/// Whether a comma list (an annotation's value, NVIDIA_VISIBLE_DEVICES)
+/// names a CDI device, `vendor.com/class=name`.
+pub fn names_a_cdi_device(value: &str) -> bool {
+    value.split(',').any(|item| {
+        item.trim()
+            .split_once('=')
+            .is_some_and(|(kind, _)| kind.contains('/'))
+    })
+}
+
 /// The request of `spec`. `policy` is read only when the spec asks for
 /// something, so a plain container reads no config file.
 pub fn from_spec(spec: &Spec, policy: impl FnOnce() -> Result<RequestPolicy>) -> Result<Request> {
@@ -220,14 +230,7 @@ fn read(
     let env_imex = env.get("NVIDIA_IMEX_CHANNELS");
 
     // Engines annotate every container: only one whose annotations name a
-    // CDI device (`vendor.com/class=name`) may be asking.
-    let names_a_cdi_device = |value: &str| {
-        value.split(',').any(|item| {
-            item.trim()
-                .split_once('=')
-                .is_some_and(|(kind, _)| kind.contains('/'))
-        })
-    };
+    // CDI device may be asking.
     let asks = env_devices != DeviceSelection::Void
         || !volume.is_empty()
         || !volume_imex.is_empty()

@@ -258,8 +258,8 @@ fn apply_gpu(
     // are done here, and gpurun's own request path adds nothing on top.
     let cdi_applied = cdi_hooks::carries_nvidia_cdi_edits(spec);
     let store = opts.root.join(flow::CACHE_DIR);
-    let_a_user_namespace_reach_the_store(spec, opts.root)?;
     if let Some(done) = cdi_hooks::apply(spec, rootfs, &store, &cdi_hooks::HostFacts::read())? {
+        let_a_user_namespace_reach_the_store(spec, opts.root)?;
         tracing::debug!(
             target: "gpurun::steps",
             "{} NVIDIA CDI hooks done natively (no hook process): {}",
@@ -344,6 +344,7 @@ fn apply_gpu(
         };
         tracing::debug!(target: "gpurun::steps", "{} {what}", step.number());
     })?;
+    let_a_user_namespace_reach_the_store(spec, opts.root)?;
     if let Some(problem) = &applied.image_ldcache_problem {
         tracing::debug!("the image's own ld.so.cache was not used: {problem}");
     }
@@ -365,8 +366,8 @@ pub fn check_cpu_affinity(field: &str, cpus: Option<&str>) -> Result<()> {
         })
 }
 
-/// A container in a user namespace started by root reaches the shared
-/// store's files (mount-point layers, linker caches, driver copies: none
+/// Called once the GPU edits put files in the shared store. A container
+/// in a user namespace started by root reaches the store's files (mount-point layers, linker caches, driver copies: none
 /// secret) as its own root, a host uid the state root (0700) does not let
 /// through. The root is then made traversable, not readable (0711, as runc
 /// makes its container directories); each container's directory stays

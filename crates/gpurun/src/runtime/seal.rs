@@ -346,23 +346,17 @@ pub fn stub_protects(spec: &Spec) -> Result<(), String> {
 /// annotations or in NVIDIA_VISIBLE_DEVICES, for the spec directories to
 /// resolve.
 fn names_cdi_devices(spec: &Spec) -> bool {
-    let is_cdi_list = |value: &str| {
-        value.split(',').any(|item| {
-            item.trim()
-                .split_once('=')
-                .is_some_and(|(kind, _)| kind.contains('/'))
-        })
-    };
+    use gpurun_gpu::request::{self, names_a_cdi_device};
     spec.annotations()
         .iter()
         .flatten()
-        .any(|(_, v)| is_cdi_list(v))
-        || gpurun_gpu::request::environment(spec)
+        .any(|(_, v)| names_a_cdi_device(v))
+        || request::environment(spec)
             .get("NVIDIA_VISIBLE_DEVICES")
-            .is_some_and(|v| is_cdi_list(v))
+            .is_some_and(|v| names_a_cdi_device(v))
         || spec.mounts().iter().flatten().any(|m| {
             m.destination()
-                .starts_with(Path::new(gpurun_gpu::request::VOLUME_REQUEST_DIR).join("cdi"))
+                .starts_with(Path::new(request::VOLUME_REQUEST_DIR).join("cdi"))
         })
 }
 

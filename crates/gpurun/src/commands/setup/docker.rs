@@ -1,7 +1,7 @@
 //! Docker's daemon.json and the toolkit hook's name on dockerd's PATH.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use gpurun_gpu::request::DOCKER_HOOK;
@@ -33,16 +33,33 @@ pub fn edit_docker(text: &str, name: &str, binary: &str, default: bool) -> Resul
     Ok(serde_json::to_string_pretty(&config)? + "\n")
 }
 
+/// Where the hook link goes: `--hook-dir`, else the binary's directory.
+pub fn hook_dir(flag: Option<&Path>, binary: &Path) -> Result<PathBuf> {
+    match flag {
+        Some(dir) => Ok(dir.to_path_buf()),
+        None => Ok(binary
+            .parent()
+            .context("the binary has no directory")?
+            .to_path_buf()),
+    }
+}
+
+/// Whether `link` is gpurun's hook link: a symlink to `binary`.
+fn is_our_link(link: &Path, binary: &Path) -> bool {
+    fs::symlink_metadata(link).is_ok_and(|m| m.file_type().is_symlink())
+        && fs::read_link(link).is_ok_and(|target| target == binary)
+}
+
 /// Docker's `--gpus` needs an executable of the toolkit hook's name on
 /// dockerd's PATH; gpurun's is a link to itself that refuses to run as a
 /// hook (see main.rs), since gpurun does the work as the runtime.
 pub fn install_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()> {
     let link = dir.join(DOCKER_HOOK);
+    if is_our_link(&link, binary) {
+        println!("{} already links to {}", link.display(), binary.display());
+        return Ok(());
+    }
     match fs::symlink_metadata(&link) {
-        Ok(m) if m.file_type().is_symlink() && fs::read_link(&link)? == binary => {
-            println!("{} already links to {}", link.display(), binary.display());
-            return Ok(());
-        }
         Ok(m) if !m.file_type().is_symlink() => {
             println!(
                 "{} exists and is not gpurun's link (the NVIDIA Container Toolkit?): left alone; gpurun drops that hook from specs it runs",
@@ -64,6 +81,17 @@ pub fn install_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()>
         link.display(),
         binary.display()
     );
+    Ok(())
+}
+
+/// `setup docker --undo`: removes the hook link in `dir` if it is gpurun's;
+/// anything else there is left alone.
+pub fn remove_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()> {
+    let link = dir.join(DOCKER_HOOK);
+    if is_our_link(&link, binary) && !dry_run {
+        fs::remove_file(&link).with_context(|| format!("remove {}", link.display()))?;
+        println!("removed the hook link {}", link.display());
+    }
     Ok(())
 }
 

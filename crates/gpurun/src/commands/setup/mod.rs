@@ -187,13 +187,7 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
     }
     match args.engine {
         Engine::Docker => {
-            let dir = match &args.hook_dir {
-                Some(d) => d.clone(),
-                None => binary
-                    .parent()
-                    .context("the binary has no directory")?
-                    .to_path_buf(),
-            };
+            let dir = docker::hook_dir(args.hook_dir.as_deref(), &binary)?;
             install_hook_link(&dir, &binary, args.dry_run)?;
             println!("restart dockerd to load it; then: docker run --runtime={name} --gpus all IMAGE nvidia-smi");
         }
@@ -261,20 +255,8 @@ fn undo(
         (None, false) => println!("{} does not exist: nothing to undo", path.display()),
     }
     if args.engine == Engine::Docker {
-        let dir = match &args.hook_dir {
-            Some(d) => d.clone(),
-            None => binary
-                .parent()
-                .context("the binary has no directory")?
-                .to_path_buf(),
-        };
-        let link = dir.join(gpurun_gpu::request::DOCKER_HOOK);
-        let ours = fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink())
-            && fs::read_link(&link).is_ok_and(|t| t == binary);
-        if ours && !args.dry_run {
-            fs::remove_file(&link).with_context(|| format!("remove {}", link.display()))?;
-            println!("removed the hook link {}", link.display());
-        }
+        let dir = docker::hook_dir(args.hook_dir.as_deref(), binary)?;
+        docker::remove_hook_link(&dir, binary, args.dry_run)?;
     }
     println!("restart the engine to load it");
     Ok(())
