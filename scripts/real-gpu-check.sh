@@ -9,7 +9,8 @@
 #   program JIT-compiles PTX and checks its results; capability filtering;
 #   none and void; selection by UUID; EGL loads NVIDIA's vendor library
 #   (graphics); gpu verify and doctor agree; rootless; 32 containers, 8 at
-#   a time; nothing left behind; the image unchanged.
+#   a time; a user namespace started by root; CDI with NVIDIA's spec
+#   form; nothing left behind; the image unchanged.
 #
 # With --timing it also times `run` of `true` against runc 1.1 (plain, and
 # one GPU vs runc with the same mounts plus an ldconfig hook), interleaved.
@@ -141,6 +142,45 @@ while [ $i -lt 32 ]; do
 done
 for rc in "$work"/c*.rc; do [ "$(cat "$rc")" = 0 ] || fails=$((fails + 1)); done
 [ "$fails" = 0 ]; check "32 GPU containers, 8 at a time" $? "$fails failed: $(cat "$work"/c*.out | sort | uniq -c)"
+
+# 11. A user namespace started by root (Kubernetes hostUsers: false, Docker
+# userns-remap): root maps to 100000, the image is owned by it, the nodes
+# are bind-mounted.
+bundle="$work/userns"
+mkdir -p "$bundle"
+cp -a "$rootfs" "$bundle/rootfs"
+chown -R 100000:100000 "$bundle/rootfs"
+(cd "$bundle" && "$gpurun" spec)
+python3 - "$bundle/config.json" <<'PY'
+import json, sys
+path = sys.argv[1]
+config = json.load(open(path))
+config["process"]["terminal"] = False
+config["process"]["args"] = ["sh", "-c", "id -u; cuda_vector_add"]
+config["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=0", "CUDA_CACHE_DISABLE=1"]
+config["root"] = {"path": "rootfs", "readonly": False}
+config["linux"]["namespaces"].append({"type": "user"})
+mapping = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+config["linux"]["uidMappings"] = mapping
+config["linux"]["gidMappings"] = mapping
+json.dump(config, open(path, "w"))
+PY
+out=$("$gpurun" --root "$state" run --bundle "$bundle" real-gpu-userns 2>&1)
+case "$out" in "0
+vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
+check "user namespace started by root (0 -> 100000): CUDA vector add" $r "$out"
+
+# 12. CDI: NVIDIA's spec form (nvidia-cdi-hook hooks, not installed here),
+# its hooks done by gpurun itself.
+cdi_spec=/var/run/cdi/gpurun-real-gpu-check.json
+mkdir -p /var/run/cdi
+"$gpurun" gpu cdi --hook-program nvidia-cdi-hook -o "$cdi_spec"
+out=$(run --gpus nvidia.com/gpu=0 -- sh -c 'ls /dev/nvidia[0-9]*; nvidia-smi -L | wc -l; cuda_vector_add' 2>&1)
+rm -f "$cdi_spec"
+case "$out" in "/dev/nvidia0
+1
+vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
+check "CDI nvidia.com/gpu=0 (NVIDIA's spec form, hooks native): GPU 0 only, CUDA" $r "$out"
 
 # 10. Nothing left behind, and the image unchanged.
 left=$(ls "$state" 2>/dev/null | grep -cv '^@driver-cache$')
