@@ -15,6 +15,8 @@ pub mod devlist;
 pub mod driver_files;
 pub mod elf;
 pub mod flow;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gated;
 pub mod gpu_models;
 pub mod gpus;
