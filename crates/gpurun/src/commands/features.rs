@@ -28,8 +28,8 @@ pub fn features() -> Result<()> {
             // Not promised: `update` refuses the RDT flags, and no host
             // gpurun is tested on has resctrl to show the create side.
             "intelRdt": { "enabled": false },
-            // libcontainer 0.7 refuses idmap/ridmap mounts: not promised.
-            "mountExtensions": { "idmap": { "enabled": false } }
+            // idmap and ridmap (libcontainer patch 38; tests/idmap.rs).
+            "mountExtensions": { "idmap": { "enabled": true } }
         },
         "annotations": {
             "org.gpurun.gpu": "native NVIDIA GPU injection (NVIDIA_VISIBLE_DEVICES, CDI names)",

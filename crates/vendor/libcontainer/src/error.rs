@@ -110,14 +110,12 @@ pub enum ErrInvalidSpec {
     ConsoleSocketRequired,
     #[error("--console-socket needs process.terminal set to true")]
     InvalidConsoleSocket,
-    #[error("idmapped mount requires bind mount")]
-    MountIdmapNonBind,
-    #[error("idmapped mount requires uid/gid mappings or a usable user namespace")]
-    MountIdmapMissingMappings,
-    #[error("idmapped mount is not supported")]
-    MountIdmapUnsupported,
-    #[error("idmapped mounts are not supported in rootless containers")]
-    MountIdmapRootless,
+    #[error("idmapped mount at {0}: only bind mounts can be idmapped; add \"bind\" or \"rbind\" to its options, or drop its idmap option and mappings")]
+    MountIdmapNonBind(String),
+    #[error("idmapped mount at {0}: give it both uidMappings and gidMappings, or use the idmap option in a container with a user namespace to take them from")]
+    MountIdmapMissingMappings(String),
+    #[error("idmapped mount at {0}: a rootless runtime cannot make idmapped mounts (they need the host's root); drop its idmap option and mappings")]
+    MountIdmapRootless(String),
     #[error("invalid netns path: {0}")]
     InvalidNetNsPath(String),
     #[error("unable to set hostname without a private UTS namespace")]

@@ -45,7 +45,9 @@ fn validate_mount_mappings(mount: &SpecMount) -> Result<bool, ErrInvalidSpec> {
                 destination = ?mount.destination(),
                 "mount uid/gid mappings must be non-empty and specified together"
             );
-            Err(ErrInvalidSpec::MountIdmapMissingMappings)
+            Err(ErrInvalidSpec::MountIdmapMissingMappings(
+                mount.destination().display().to_string(),
+            ))
         }
     }
 }
@@ -75,7 +77,9 @@ pub(crate) fn validate_idmapped_mounts(
                 destination = ?mount.destination(),
                 "mount specifies idmap option for non-bind mount"
             );
-            return Err(ErrInvalidSpec::MountIdmapNonBind);
+            return Err(ErrInvalidSpec::MountIdmapNonBind(
+                mount.destination().display().to_string(),
+            ));
         }
 
         if is_rootless {
@@ -83,7 +87,9 @@ pub(crate) fn validate_idmapped_mounts(
                 destination = ?mount.destination(),
                 "idmapped mounts are not supported in rootless containers"
             );
-            return Err(ErrInvalidSpec::MountIdmapRootless);
+            return Err(ErrInvalidSpec::MountIdmapRootless(
+                mount.destination().display().to_string(),
+            ));
         }
 
         let has_mount_mappings = validate_mount_mappings(mount)?;
@@ -93,15 +99,13 @@ pub(crate) fn validate_idmapped_mounts(
                 destination = ?mount.destination(),
                 "idmap/ridmap without mount uid/gid mappings requires a usable container user namespace"
             );
-            return Err(ErrInvalidSpec::MountIdmapMissingMappings);
+            return Err(ErrInvalidSpec::MountIdmapMissingMappings(
+                mount.destination().display().to_string(),
+            ));
         }
-
-        // TODO: remove this guard when idmapped mount support is implemented.
-        tracing::error!(
-            destination = ?mount.destination(),
-            "idmapped mounts are not supported"
-        );
-        return Err(ErrInvalidSpec::MountIdmapUnsupported);
+        // gpurun patch: idmapped mounts are made by the main process
+        // (`container_main_process::idmapped_mount`); the guard that refused
+        // them all is gone.
     }
 
     Ok(())
@@ -145,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn validate_idmapped_mounts_rejects_idmap_with_mappings_bind_as_unsupported() {
+    fn validate_idmapped_mounts_accepts_idmap_with_mappings_bind() {
         let mount = base_mount()
             .options(vec!["bind".to_string(), "idmap".to_string()])
             .uid_mappings(vec![make_mapping()])
@@ -154,11 +158,11 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
-    fn validate_idmapped_mounts_rejects_mappings_without_idmap_flag_as_unsupported() {
+    fn validate_idmapped_mounts_accepts_mappings_without_idmap_flag() {
         let mount = base_mount()
             .options(vec!["bind".to_string()])
             .uid_mappings(vec![make_mapping()])
@@ -167,11 +171,11 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
-    fn validate_idmapped_mounts_rejects_implied_idmap_with_userns_as_unsupported() {
+    fn validate_idmapped_mounts_accepts_implied_idmap_with_userns() {
         let mount = base_mount()
             .options(vec!["bind".to_string(), "idmap".to_string()])
             .build()
@@ -189,11 +193,11 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], Some(&linux), &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
-    fn validate_idmapped_mounts_rejects_implied_idmap_with_joined_userns_as_unsupported() {
+    fn validate_idmapped_mounts_accepts_implied_idmap_with_joined_userns() {
         let mount = base_mount()
             .options(vec!["bind".to_string(), "idmap".to_string()])
             .build()
@@ -210,11 +214,11 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], Some(&linux), &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
-    fn validate_idmapped_mounts_rejects_ridmap_with_userns_as_unsupported() {
+    fn validate_idmapped_mounts_accepts_ridmap_with_userns() {
         let mount = base_mount()
             .options(vec!["bind".to_string(), "ridmap".to_string()])
             .build()
@@ -232,11 +236,11 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], Some(&linux), &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
-    fn validate_idmapped_mounts_rejects_rbind_idmap_as_unsupported() {
+    fn validate_idmapped_mounts_accepts_rbind_idmap() {
         let mount = MountBuilder::default()
             .destination(PathBuf::from("/mnt"))
             .source(PathBuf::from("/src"))
@@ -247,7 +251,7 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
@@ -277,7 +281,7 @@ mod tests {
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
         assert!(matches!(
             res,
-            Err(ErrInvalidSpec::MountIdmapMissingMappings)
+            Err(ErrInvalidSpec::MountIdmapMissingMappings(_))
         ));
     }
 
@@ -296,7 +300,7 @@ mod tests {
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
         assert!(matches!(
             res,
-            Err(ErrInvalidSpec::MountIdmapMissingMappings)
+            Err(ErrInvalidSpec::MountIdmapMissingMappings(_))
         ));
     }
 
@@ -312,7 +316,7 @@ mod tests {
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
         assert!(matches!(
             res,
-            Err(ErrInvalidSpec::MountIdmapMissingMappings)
+            Err(ErrInvalidSpec::MountIdmapMissingMappings(_))
         ));
     }
 
@@ -326,7 +330,7 @@ mod tests {
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
         assert!(matches!(
             res,
-            Err(ErrInvalidSpec::MountIdmapMissingMappings)
+            Err(ErrInvalidSpec::MountIdmapMissingMappings(_))
         ));
     }
 
@@ -340,7 +344,7 @@ mod tests {
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
         assert!(matches!(
             res,
-            Err(ErrInvalidSpec::MountIdmapMissingMappings)
+            Err(ErrInvalidSpec::MountIdmapMissingMappings(_))
         ));
     }
 
@@ -363,7 +367,7 @@ mod tests {
         let res = validate_idmapped_mounts(&[mount], Some(&linux), &*syscall);
         assert!(matches!(
             res,
-            Err(ErrInvalidSpec::MountIdmapMissingMappings)
+            Err(ErrInvalidSpec::MountIdmapMissingMappings(_))
         ));
     }
 
@@ -382,7 +386,7 @@ mod tests {
         let res = validate_idmapped_mounts(&[mount], Some(&linux), &*syscall);
         assert!(matches!(
             res,
-            Err(ErrInvalidSpec::MountIdmapMissingMappings)
+            Err(ErrInvalidSpec::MountIdmapMissingMappings(_))
         ));
     }
 
@@ -399,7 +403,7 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapNonBind)));
+        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapNonBind(_))));
     }
 
     #[test]
@@ -414,11 +418,11 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapNonBind)));
+        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapNonBind(_))));
     }
 
     #[test]
-    fn validate_idmapped_mounts_rejects_bind_type_without_bind_option_as_unsupported() {
+    fn validate_idmapped_mounts_accepts_bind_type_without_bind_option() {
         // typ="bind" のみで is_bind を満たし、options に "bind"/"rbind" を含まないケース
         let mount = base_mount()
             .options(vec!["idmap".to_string()])
@@ -428,7 +432,7 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
@@ -447,7 +451,7 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[mapped_mount, regular_mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
@@ -469,7 +473,7 @@ mod tests {
             .unwrap();
         let syscall = create_root_syscall();
         let res = validate_idmapped_mounts(&[valid_mount, invalid_mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapUnsupported)));
+        assert!(res.is_ok(), "{res:?}");
     }
 
     #[test]
@@ -485,6 +489,6 @@ mod tests {
             .set_id(Uid::from_raw(1000), Gid::from_raw(1000))
             .unwrap();
         let res = validate_idmapped_mounts(&[mount], None, &*syscall);
-        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapRootless)));
+        assert!(matches!(res, Err(ErrInvalidSpec::MountIdmapRootless(_))));
     }
 }

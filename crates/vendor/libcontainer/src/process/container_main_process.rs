@@ -420,7 +420,8 @@ impl Drop for KillOnError {
 /// descriptor is one of its own namespace's), and sends the descriptors in
 /// that order. A source that cannot be opened (or a namespace that cannot
 /// be entered) is sent as an error: the init then mounts from the path and
-/// reports its own failure, naming the mount.
+/// reports its own failure, naming the mount. An idmapped mount is sent
+/// made (`idmapped_mount`), or as the error that says why it could not be.
 fn send_bind_sources(
     args: &ContainerArgs,
     init_pid: Pid,
@@ -429,10 +430,13 @@ fn send_bind_sources(
     use nix::fcntl::OFlag;
     use nix::sched::CloneFlags;
     let mounts = args.spec.mounts().as_deref().unwrap_or_default();
-    let sources: Vec<&std::path::Path> = args
-        .bind_sources
+    let chosen: Vec<&oci_spec::runtime::Mount> =
+        args.bind_sources.iter().map(|&i| &mounts[i]).collect();
+    // Each idmapped mount's user namespace, made or opened before entering
+    // the container's mount namespace.
+    let usernses: Vec<Option<std::result::Result<std::os::fd::OwnedFd, String>>> = chosen
         .iter()
-        .filter_map(|&i| mounts[i].source().as_deref())
+        .map(|m| crate::rootfs::mount::is_idmapped(m).then(|| idmap_userns(m, init_pid)))
         .collect();
     let host_ns = File::open("/proc/self/ns/mnt");
     let entered = host_ns.as_ref().map_err(|e| e.to_string()).and_then(|_| {
@@ -440,14 +444,29 @@ fn send_bind_sources(
             File::open(format!("/proc/{init_pid}/ns/mnt")).map_err(|e| e.to_string())?;
         nix::sched::setns(&container_ns, CloneFlags::CLONE_NEWNS).map_err(|e| e.to_string())
     });
-    let opened: Vec<std::result::Result<std::os::fd::OwnedFd, String>> = sources
+    let opened: Vec<std::result::Result<std::os::fd::OwnedFd, String>> = chosen
         .iter()
-        .map(|source| {
+        .zip(usernses)
+        .map(|(mount, userns)| {
             if let Err(e) = &entered {
                 return Err(format!("enter the container's mount namespace: {e}"));
             }
+            let Some(source) = mount.source().as_deref() else {
+                return Err("no source".to_string());
+            };
+            if let Some(userns) = userns {
+                return userns
+                    .and_then(|userns| idmapped_mount(mount, source, userns.as_fd()))
+                    .map_err(|why| {
+                        format!(
+                            "idmapped mount of {} at {}: {why}",
+                            source.display(),
+                            mount.destination().display()
+                        )
+                    });
+            }
             nix::fcntl::open(
-                *source,
+                source,
                 OFlag::O_PATH | OFlag::O_CLOEXEC,
                 nix::sys::stat::Mode::empty(),
             )
@@ -470,6 +489,177 @@ fn send_bind_sources(
         }
     }
     Ok(())
+}
+
+/// gpurun patch: the user namespace whose mapping an idmapped mount takes:
+/// one made from the mount's own `uidMappings`/`gidMappings`, or else the
+/// container's (the init is already in it, made or joined).
+fn idmap_userns(
+    mount: &oci_spec::runtime::Mount,
+    init_pid: Pid,
+) -> std::result::Result<std::os::fd::OwnedFd, String> {
+    match (mount.uid_mappings(), mount.gid_mappings()) {
+        (Some(uids), Some(gids)) => userns_from_mappings(uids, gids),
+        _ => File::open(format!("/proc/{init_pid}/ns/user"))
+            .map(std::os::fd::OwnedFd::from)
+            .map_err(|e| format!("open the container's user namespace: {e}")),
+    }
+}
+
+/// gpurun patch: a user namespace with the given mappings, held by a
+/// descriptor: a child is cloned into a new one, its maps written, the
+/// namespace opened, and the child killed (the namespace lives on in the
+/// descriptor).
+fn userns_from_mappings(
+    uids: &[oci_spec::runtime::LinuxIdMapping],
+    gids: &[oci_spec::runtime::LinuxIdMapping],
+) -> std::result::Result<std::os::fd::OwnedFd, String> {
+    // SAFETY: a fork-like clone (no stack given); the child only waits
+    // for its SIGKILL, calling nothing but pause(2).
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::CLONE_NEWUSER | libc::SIGCHLD,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid < 0 {
+        return Err(format!(
+            "clone a user namespace for its mapping: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    if pid == 0 {
+        loop {
+            // SAFETY: pause(2) has no preconditions.
+            unsafe { libc::pause() };
+        }
+    }
+    let pid = pid as libc::pid_t;
+    let map = |mappings: &[oci_spec::runtime::LinuxIdMapping]| -> String {
+        mappings
+            .iter()
+            .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
+            .collect()
+    };
+    let made = fs::write(format!("/proc/{pid}/uid_map"), map(uids))
+        .map_err(|e| format!("write its uidMappings: {e}"))
+        .and_then(|()| {
+            fs::write(format!("/proc/{pid}/gid_map"), map(gids))
+                .map_err(|e| format!("write its gidMappings: {e}"))
+        })
+        .and_then(|()| {
+            File::open(format!("/proc/{pid}/ns/user"))
+                .map(std::os::fd::OwnedFd::from)
+                .map_err(|e| format!("open its user namespace: {e}"))
+        });
+    let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    let _ = waitpid(Pid::from_raw(pid), None);
+    made
+}
+
+/// gpurun patch: an idmapped mount as runc >= 1.2 makes it: the source
+/// cloned as a detached mount (its submounts too with `rbind`), then given
+/// the user namespace's mapping (MOUNT_ATTR_IDMAP; to the submounts too
+/// with `ridmap`). Only the host's root can: the filesystem's own user
+/// namespace must be the caller's.
+fn idmapped_mount(
+    mount: &oci_spec::runtime::Mount,
+    source: &std::path::Path,
+    userns: std::os::fd::BorrowedFd<'_>,
+) -> std::result::Result<std::os::fd::OwnedFd, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let options = mount.options().as_deref().unwrap_or_default();
+    let mut open_flags = (libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC) as libc::c_uint;
+    if options.iter().any(|o| o == "rbind") {
+        open_flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    let path = std::ffi::CString::new(source.as_os_str().as_bytes())
+        .map_err(|_| "the source has a NUL byte".to_string())?;
+    // SAFETY: a valid C string; the result is checked.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), open_flags) };
+    if fd < 0 {
+        return Err(format!("open_tree: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: open_tree returned a new descriptor that nothing else owns.
+    let tree: std::os::fd::OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) };
+    let attr = crate::syscall::linux::MountAttr {
+        attr_set: crate::syscall::linux::MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    let mut flags = libc::AT_EMPTY_PATH as libc::c_uint;
+    if options.iter().any(|o| o == "ridmap") {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: valid descriptor, empty path, attr of the kernel's size.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            &attr as *const crate::syscall::linux::MountAttr,
+            std::mem::size_of::<crate::syscall::linux::MountAttr>(),
+        )
+    };
+    if rc < 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::ENOSYS) => format!(
+                "this kernel ({}) has no mount_setattr: idmapped mounts need Linux 5.12 or later",
+                kernel_release()
+            ),
+            Some(libc::EINVAL) => format!(
+                "its filesystem ({}) cannot be idmapped on this kernel ({}){}",
+                filesystem_name(source),
+                kernel_release(),
+                if filesystem_name(source) == "tmpfs" {
+                    ": tmpfs needs Linux 6.3 or later"
+                } else {
+                    ""
+                }
+            ),
+            Some(libc::EPERM) => format!(
+                "not permitted ({err}): idmapped mounts need the runtime started as the host's root"
+            ),
+            _ => format!("mount_setattr(MOUNT_ATTR_IDMAP): {err}"),
+        });
+    }
+    Ok(tree)
+}
+
+fn kernel_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// A filesystem's name, for an error message.
+fn filesystem_name(path: &std::path::Path) -> String {
+    use nix::sys::statfs;
+    let Ok(fs) = statfs::statfs(path) else {
+        return "unknown".into();
+    };
+    let known = [
+        (statfs::TMPFS_MAGIC, "tmpfs"),
+        (statfs::EXT4_SUPER_MAGIC, "ext4"),
+        (statfs::XFS_SUPER_MAGIC, "xfs"),
+        (statfs::BTRFS_SUPER_MAGIC, "btrfs"),
+        (statfs::OVERLAYFS_SUPER_MAGIC, "overlay"),
+        (statfs::NFS_SUPER_MAGIC, "nfs"),
+        (statfs::PROC_SUPER_MAGIC, "proc"),
+        (statfs::SYSFS_MAGIC, "sysfs"),
+    ];
+    known
+        .iter()
+        .find(|(magic, _)| *magic == fs.filesystem_type())
+        .map(|(_, name)| name.to_string())
+        .unwrap_or_else(|| format!("type {:#x}", fs.filesystem_type().0))
 }
 
 fn setup_mapping(config: &UserNamespaceConfig, pid: Pid) -> Result<()> {

@@ -113,6 +113,9 @@ pub struct MountOptions<'a> {
 pub struct Mount {
     syscall: Box<dyn Syscall>,
     mountinfo_provider: Box<dyn MountInfoProvider>,
+    /// gpurun patch: descriptors of detached mounts the main process made
+    /// (idmapped mounts), named as sources by their `/proc/self/fd` path.
+    premade_mounts: Vec<std::os::fd::RawFd>,
 }
 
 impl Default for Mount {
@@ -126,7 +129,25 @@ impl Mount {
         Mount {
             syscall: create_syscall(),
             mountinfo_provider: Box::new(ProcMountInfoProvider::new()),
+            premade_mounts: Vec::new(),
         }
+    }
+
+    /// gpurun patch: a source `/proc/self/fd/N` with N one of `fds` is a
+    /// detached mount to move into place as it is, not a path to clone.
+    pub fn with_premade_mounts(mut self, fds: Vec<std::os::fd::RawFd>) -> Self {
+        self.premade_mounts = fds;
+        self
+    }
+
+    /// The premade mount a source names, if it names one.
+    fn premade_mount(&self, source: &Path) -> Option<std::os::fd::RawFd> {
+        let fd = source
+            .to_str()?
+            .strip_prefix("/proc/self/fd/")?
+            .parse::<std::os::fd::RawFd>()
+            .ok()?;
+        self.premade_mounts.contains(&fd).then_some(fd)
     }
 
     pub fn with_mountinfo_provider<P: MountInfoProvider + 'static>(mut self, provider: P) -> Self {
@@ -708,10 +729,18 @@ impl Mount {
             };
 
             let src_str = src.to_str().ok_or(SyscallError::Nix(Errno::EINVAL))?;
-            let mount_fd_owned =
-                self.syscall
-                    .open_tree(libc::AT_FDCWD, Some(src_str), open_tree_flags)?;
-            let mount_fd = mount_fd_owned.as_fd();
+            let mount_fd_owned;
+            let mount_fd = match self.premade_mount(&src) {
+                // SAFETY: the descriptor is held open by the init until
+                // every mount is made (`bind_sources_from_host`).
+                Some(fd) => unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+                None => {
+                    mount_fd_owned =
+                        self.syscall
+                            .open_tree(libc::AT_FDCWD, Some(src_str), open_tree_flags)?;
+                    mount_fd_owned.as_fd()
+                }
+            };
 
             // mount_setattr
             let attr_set_from_flags = self.mount_flag_to_attr(&mount_option_config.flags);
@@ -802,12 +831,46 @@ impl Mount {
                     };
                 }
 
+                // gpurun patch: the superblock flags mount(2) takes as
+                // MS_SYNCHRONOUS and MS_DIRSYNC are fsconfig flags here.
+                for (flag, key) in [
+                    (MsFlags::MS_SYNCHRONOUS, "sync"),
+                    (MsFlags::MS_DIRSYNC, "dirsync"),
+                ] {
+                    if mount_option_config.flags.contains(flag) {
+                        self.syscall.fsconfig(
+                            fsfd,
+                            linux::FSCONFIG_SET_FLAG as u32,
+                            Some(key),
+                            None,
+                            0,
+                        )?;
+                    }
+                }
+
                 self.syscall
                     .fsconfig(fsfd, linux::FSCONFIG_CMD_CREATE as u32, None, None, 0)?;
 
                 // fsmount
                 let mount_fd_owned = self.syscall.fsmount(fsfd, 0, None)?;
                 let mount_fd = mount_fd_owned.as_fd();
+
+                // gpurun patch: runc's tmpcopyup, before the tmpfs hides
+                // what it copies.
+                if typ == Some("tmpfs")
+                    && m.options()
+                        .iter()
+                        .flatten()
+                        .any(|o| o == super::utils::TMPCOPYUP_FLAG)
+                {
+                    copy_up(dest_fd, mount_fd).map_err(|err| {
+                        SyscallError::Nix(
+                            err.raw_os_error()
+                                .map(Errno::from_raw)
+                                .unwrap_or(Errno::EIO),
+                        )
+                    })?;
+                }
 
                 // mount_setattr
                 let attr_set_from_flags = self.mount_flag_to_attr(&mount_option_config.flags);
@@ -929,6 +992,7 @@ impl Mount {
             (MsFlags::MS_NODIRATIME, linux::MOUNT_ATTR_NODIRATIME),
             (MsFlags::MS_RELATIME, linux::MOUNT_ATTR_RELATIME),
             (MsFlags::MS_STRICTATIME, linux::MOUNT_ATTR_STRICTATIME),
+            (super::utils::MS_NOSYMFOLLOW, linux::MOUNT_ATTR_NOSYMFOLLOW),
         ];
 
         let mut set = 0;
@@ -1429,6 +1493,9 @@ fn make_file_in_root(root: BorrowedFd, dest: &Path) -> std::io::Result<()> {
 /// reach such a source (a 0700 directory of the host's root on the way);
 /// runc opens them the same way. A source under `/proc/self` or
 /// `/proc/thread-self` names the init's own descriptors and is left alone.
+///
+/// Idmapped mounts are always among them, with or without a user
+/// namespace: the main process makes each one (`is_idmapped`).
 pub(crate) fn bind_sources_opened_by_host(spec: &oci_spec::runtime::Spec) -> Vec<usize> {
     let has_user_namespace = spec
         .linux()
@@ -1438,15 +1505,13 @@ pub(crate) fn bind_sources_opened_by_host(spec: &oci_spec::runtime::Spec) -> Vec
             ns.iter()
                 .any(|n| n.typ() == oci_spec::runtime::LinuxNamespaceType::User)
         });
-    if !has_user_namespace {
-        return Vec::new();
-    }
     let mounts = spec.mounts().as_deref().unwrap_or_default();
     mounts
         .iter()
         .enumerate()
         .filter(|(_, m)| {
             is_bind(m)
+                && (has_user_namespace || is_idmapped(m))
                 && m.source().as_ref().is_some_and(|s| {
                     s.is_absolute()
                         && !s.starts_with("/proc/self")
@@ -1455,6 +1520,83 @@ pub(crate) fn bind_sources_opened_by_host(spec: &oci_spec::runtime::Spec) -> Vec
         })
         .map(|(i, _)| i)
         .collect()
+}
+
+/// gpurun patch: an idmapped mount (runtime-spec 1.2): mappings of its own,
+/// or the `idmap`/`ridmap` option (the container's mappings then).
+pub(crate) fn is_idmapped(m: &SpecMount) -> bool {
+    m.uid_mappings().is_some()
+        || m.gid_mappings().is_some()
+        || m.options()
+            .iter()
+            .flatten()
+            .any(|o| o == "idmap" || o == "ridmap")
+}
+
+/// gpurun patch, runc's `tmpcopyup`: copies the tree under `from` (the
+/// mount's destination in the image) into `to` (the new tmpfs, not yet
+/// attached), with modes, owners and times of day kept. Every name is
+/// opened relative to its parent with O_NOFOLLOW: a symlink in the image
+/// is copied as a symlink, never followed.
+fn copy_up(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> std::io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+
+    use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
+    use nix::sys::stat::{FchmodatFlags, Mode, fchmodat, fstatat, mkdirat};
+    use nix::unistd::{Gid, Uid, fchownat, symlinkat};
+    let open = |dir: std::os::fd::RawFd, name: &std::ffi::CStr, flags: OFlag, mode: Mode| {
+        openat(Some(dir), name, flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, mode)
+            // SAFETY: openat returned a new descriptor that nothing else owns.
+            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    // Each as a directory of its own (both came as O_PATH descriptors).
+    let dot = c".";
+    let from = open(from.as_raw_fd(), dot, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty())?;
+    let to = open(to.as_raw_fd(), dot, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty())?;
+    let (from, to) = (from.as_raw_fd(), to.as_raw_fd());
+    let listing = open(from, dot, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty())?;
+    let mut dir = nix::dir::Dir::from_fd(listing.into_raw_fd())?;
+    for entry in dir.iter() {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name.to_bytes() == b"." || name.to_bytes() == b".." {
+            continue;
+        }
+        let st = fstatat(Some(from), name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        let mode = Mode::from_bits_truncate(st.st_mode & 0o7777);
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => {
+                mkdirat(Some(to), name, mode)?;
+                let path = OFlag::O_PATH | OFlag::O_DIRECTORY;
+                let sub_from = open(from, name, path, Mode::empty())?;
+                let sub_to = open(to, name, path, Mode::empty())?;
+                copy_up(sub_from.as_fd(), sub_to.as_fd())?;
+            }
+            libc::S_IFREG => {
+                let src = open(from, name, OFlag::O_RDONLY, Mode::empty())?;
+                let dst = open(to, name, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL, mode)?;
+                std::io::copy(&mut fs::File::from(src), &mut fs::File::from(dst))?;
+            }
+            libc::S_IFLNK => {
+                let target = readlinkat(Some(from), name)?;
+                symlinkat(target.as_os_str(), Some(to), name)?;
+            }
+            // Device nodes, fifos and sockets: not a tmpfs's seed.
+            _ => continue,
+        }
+        fchownat(
+            Some(to),
+            name,
+            Some(Uid::from_raw(st.st_uid)),
+            Some(Gid::from_raw(st.st_gid)),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+            // After the chown, which clears set-id bits.
+            fchmodat(Some(to), name, mode, FchmodatFlags::FollowSymlink)?;
+        }
+    }
+    Ok(())
 }
 
 /// `path` opened with O_PATH, resolved as if `root` were `/`.

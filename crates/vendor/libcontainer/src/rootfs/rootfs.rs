@@ -16,6 +16,8 @@ use crate::syscall::syscall::create_syscall;
 /// Holds information about rootfs
 pub struct RootFS {
     syscall: Box<dyn Syscall>,
+    /// gpurun patch: see `Mount::with_premade_mounts`.
+    premade_mounts: Vec<std::os::fd::RawFd>,
 }
 
 impl Default for RootFS {
@@ -28,7 +30,15 @@ impl RootFS {
     pub fn new() -> RootFS {
         RootFS {
             syscall: create_syscall(),
+            premade_mounts: Vec::new(),
         }
+    }
+
+    /// gpurun patch: detached mounts made by the main process (idmapped
+    /// mounts), each named as its mount's source by `/proc/self/fd/N`.
+    pub fn with_premade_mounts(mut self, fds: Vec<std::os::fd::RawFd>) -> Self {
+        self.premade_mounts = fds;
+        self
     }
 
     pub fn mount_to_rootfs(
@@ -60,7 +70,7 @@ impl RootFS {
                 err
             })?;
 
-        let mounter = Mount::new();
+        let mounter = Mount::new().with_premade_mounts(self.premade_mounts.clone());
 
         mounter.make_parent_mount_private(rootfs)?;
 

@@ -10,6 +10,11 @@ use crate::syscall::linux::{self, MountOption, MountRecursive};
 
 const IDMAP_FLAG: &str = "idmap";
 const RIDMAP_FLAG: &str = "ridmap";
+/// gpurun patch: runc's option: a tmpfs starts with what was at its
+/// destination in the image.
+pub const TMPCOPYUP_FLAG: &str = "tmpcopyup";
+/// gpurun patch: MS_NOSYMFOLLOW (Linux 5.10), which nix does not name.
+pub const MS_NOSYMFOLLOW: MsFlags = MsFlags::from_bits_retain(256);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountOptionConfig {
@@ -97,6 +102,23 @@ pub fn parse_mount(m: &Mount) -> std::result::Result<MountOptionConfig, MountErr
                     continue;
                 }
                 RIDMAP_FLAG => {
+                    continue;
+                }
+                // gpurun patch: options of runc's list the fd-based mount
+                // flow had no word for (EINVAL from fsconfig). nosymfollow
+                // is a per-mount attribute; iversion, loud and silent have
+                // no counterpart in the new mount API (i_version is the
+                // filesystem's own affair, loud/silent only the kernel log's);
+                // tmpcopyup is done by the tmpfs mount (`copy_up`).
+                "nosymfollow" => {
+                    flags |= MS_NOSYMFOLLOW;
+                    continue;
+                }
+                "symfollow" => {
+                    flags &= !MS_NOSYMFOLLOW;
+                    continue;
+                }
+                "iversion" | "noiversion" | "loud" | "silent" | TMPCOPYUP_FLAG => {
                     continue;
                 }
                 _ => {}

@@ -42,6 +42,8 @@ pub const MOUNT_ATTR_NOATIME: u64 = 0x00000010;
 pub const MOUNT_ATTR_STRICTATIME: u64 = 0x00000020;
 pub const MOUNT_ATTR_NODIRATIME: u64 = 0x00000080;
 pub const MOUNT_ATTR_NOSYMFOLLOW: u64 = 0x00200000;
+/// gpurun patch: the mount takes a user namespace's id mapping.
+pub const MOUNT_ATTR_IDMAP: u64 = 0x00100000;
 pub const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x00000004;
 pub const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x00000040;
 

@@ -54,6 +54,9 @@ pub enum InitProcessError {
     Seccomp(#[from] seccomp::SeccompError),
     #[error("invalid executable: {0}")]
     InvalidExecutable(String),
+    /// gpurun patch: an idmapped mount the main process could not make.
+    #[error("{0}")]
+    IdmappedMount(String),
     #[error("io error")]
     Io(#[source] std::io::Error),
     #[error(transparent)]

@@ -84,9 +84,9 @@ pub fn container_init_process(
     if matches!(args.container_type, ContainerType::InitContainer) {
         let in_user_ns = utils::is_in_new_userns().map_err(InitProcessError::Io)?;
         let bind_service = ctx.ns.get(LinuxNamespaceType::User)?.is_some() || in_user_ns;
-        let rootfs = RootFS::new();
         let (spec_for_rootfs, bind_sources) =
             bind_sources_from_host(args, ctx.spec, main_sender, init_receiver)?;
+        let rootfs = RootFS::new().with_premade_mounts(bind_sources.premade.clone());
         rootfs
             .prepare_rootfs(
                 &spec_for_rootfs,
@@ -687,20 +687,32 @@ fn masked_paths(
     Ok(())
 }
 
+/// gpurun patch: the descriptors `bind_sources_from_host` received, kept
+/// open until the mounts are made; `premade` are detached mounts.
+struct HostMountSources {
+    _held: Vec<std::os::fd::OwnedFd>,
+    premade: Vec<std::os::fd::RawFd>,
+}
+
 /// gpurun patch, runc's mount sources: for a container whose bind sources
 /// the main process opens (`ContainerArgs::bind_sources`), asks for
 /// them and returns the spec with each source received replaced by its
-/// descriptor's `/proc/self/fd` path, and the descriptors, to be kept open
-/// until the mounts are made. A source the main process could not open
-/// keeps its path.
+/// descriptor's `/proc/self/fd` path, and the descriptors. A source the
+/// main process could not open keeps its path; an idmapped mount it could
+/// not make is this init's error (mounting it unmapped would hand the
+/// container the wrong owners).
 fn bind_sources_from_host<'a>(
     args: &ContainerArgs,
     spec: &'a Spec,
     main_sender: &mut channel::MainSender,
     init_receiver: &mut channel::InitReceiver,
-) -> Result<(std::borrow::Cow<'a, Spec>, Vec<std::os::fd::OwnedFd>)> {
+) -> Result<(std::borrow::Cow<'a, Spec>, HostMountSources)> {
+    let mut sources = HostMountSources {
+        _held: Vec::new(),
+        premade: Vec::new(),
+    };
     if args.bind_sources.is_empty() {
-        return Ok((std::borrow::Cow::Borrowed(spec), Vec::new()));
+        return Ok((std::borrow::Cow::Borrowed(spec), sources));
     }
     main_sender.request_mount_fd(crate::process::message::MountMsg {
         source: PathBuf::new(),
@@ -708,15 +720,21 @@ fn bind_sources_from_host<'a>(
         clone_mount_tree_recursively: false,
     })?;
     let mut mounts = spec.mounts().clone().unwrap_or_default();
-    let mut held = Vec::new();
     for &index in &args.bind_sources {
+        let idmapped = crate::rootfs::mount::is_idmapped(&mounts[index]);
         match init_receiver.wait_for_mount_fd_reply() {
             Ok(fd) => {
                 mounts[index].set_source(Some(PathBuf::from(format!(
                     "/proc/self/fd/{}",
                     fd.as_raw_fd()
                 ))));
-                held.push(fd);
+                if idmapped {
+                    sources.premade.push(fd.as_raw_fd());
+                }
+                sources._held.push(fd);
+            }
+            Err(channel::ChannelError::MountFdError(why)) if idmapped => {
+                return Err(InitProcessError::IdmappedMount(why));
             }
             Err(channel::ChannelError::MountFdError(why)) => {
                 tracing::debug!("bind source from its path: {why}");
@@ -726,7 +744,7 @@ fn bind_sources_from_host<'a>(
     }
     let mut edited = spec.clone();
     edited.set_mounts(Some(mounts));
-    Ok((std::borrow::Cow::Owned(edited), held))
+    Ok((std::borrow::Cow::Owned(edited), sources))
 }
 
 // Enter into rest of namespace. Note, we already entered into user and pid
