@@ -97,4 +97,33 @@ check "the container stopped at its checkpoint" exited "$(docker inspect -f '{{.
 docker rm -f ckpt >/dev/null
 check "nothing left after the checkpoints" "" "$(state_left "$state")"
 
+# Docker's userns-remap, a user namespace started by root: a second
+# daemon on the same config plus "userns-remap": "default" (dockerd makes
+# the dockremap user and its subordinate ranges), plain and with --gpus.
+stop_engines
+jq '. + {"userns-remap": "default"}' "$work/daemon.json" > "$work/daemon-remap.json"
+# The remapped root must reach its graph root below ours (dockerd says so).
+chmod o+x "$work" "$work/data"
+PATH="$work/hooks:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
+  dockerd --config-file "$work/daemon-remap.json" > "$work/dockerd-remap.log" 2>&1 &
+pids="$!"
+if wait_for docker version; then
+  docker load -i "$work/busybox.tar" >/dev/null
+  docker load -i "$work/glibc.tar" >/dev/null
+  remap=$(awk -F: '$1 == "dockremap" {print $2; exit}' /etc/subuid)
+  out=$(docker run --rm --runtime=gpurun "$bb" sh -c 'awk "{print \$1, \$2}" /proc/self/uid_map; id -u; touch /x && echo wrote' 2>&1)
+  check "userns-remap: root is dockremap's first subordinate id, the image writable" "0 $remap
+0
+wrote" "$out"
+  out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c "$nodes" 2>&1)
+  check "userns-remap --gpus device=0: GPU 0 only, nvidia-smi exits 9" "/dev/nvidia0 smi=9" "$out"
+  out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c \
+    'ldconfig -p | grep -c "libcuda.so.1 "; cuda_probe | tail -1' 2>&1)
+  check "userns-remap --gpus: libcuda in the linker cache, cudaGetDeviceCount 100" "1
+cudaGetDeviceCount=100 devices=0" "$out"
+  check "userns-remap: nothing left in gpurun's state dir" "" "$(state_left "$state")"
+else
+  check "userns-remap: dockerd starts" started "$(tail -3 "$work/dockerd-remap.log")"
+fi
+
 summary docker

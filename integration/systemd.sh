@@ -1,6 +1,6 @@
 #!/bin/sh
 # systemd hosts, as GPU machines run them: a VM (scripts/vm.sh --systemd,
-# Debian 12's 6.1 kernel, or KERNEL) with systemd as PID 1 and unified
+# Debian 12's 6.12 series kernel, or KERNEL) with systemd as PID 1 and unified
 # cgroups. `gpurun --systemd-cgroup` through create, start, update, pause,
 # resume and delete (the scope unit appears with the spec's limits and is
 # gone after delete); the spec's device rules under the systemd driver for
@@ -11,7 +11,9 @@
 # daemon-reload`, an unrelated unit's restart and an update; runc 1.1.5
 # beside it; `docker update` against runc's; rootless Podman; NVIDIA's CDI
 # spec (its nvidia-cdi-hook absent) applied by rootful Podman and resolved
-# by gpurun itself from a cdi.k8s.io annotation, under the systemd driver.
+# by gpurun itself from a cdi.k8s.io annotation, under the systemd driver;
+# GPU containers in user namespaces started by root (from a shell, Docker's
+# userns-remap, Podman's --userns=auto), and AppArmor's docker-default.
 # The fixtures are made here; the checks run in the guest.
 # Usage: integration/systemd.sh [GPURUN [KERNEL]]   (as root; prints "N passed, M failed")
 # GPURUN_SYSTEMD_CASES: the engine sections to run (default: all of
@@ -31,8 +33,11 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   make_fixtures
   [ -x target/debug/cri-client ] || cargo build --locked -q -p cri-client
   python3 integration/lib/toolkit_cdi_spec.py "$host/driver" "$host/dev" "$work/nvidia-cdi.json"
+  # A node no driver has, open to all, for a user-namespace container to
+  # be given by a bind mount (mknod is refused there whatever the rules).
+  mknod -m 666 "$work/c42" c 42 0
   GPURUN_IN_SYSTEMD_GUEST=1 GPURUN_SUITE_WORK="$work" \
-    sh scripts/vm.sh --systemd "${2:-6.1}" -- sh integration/systemd.sh "$gpurun"
+    sh scripts/vm.sh --systemd "${2:-6.12}" -- sh integration/systemd.sh "$gpurun"
   exit $?
 fi
 
@@ -97,6 +102,24 @@ expect_devices() {
   check "$1: the default nodes and pts open" "null zero full random urandom tty pts" \
     "$(for n in null zero full random urandom tty; do echo "$2" | grep -q "^/dev/$n=through" && printf '%s ' $n; done
        echo "$2" | grep -q '^pts=through' && echo pts)"
+}
+# In a user namespace mknod is refused whatever the rules, so the probe
+# there opens nodes a mount binds in, open to all (0666): GPU 1 and c 42 0
+# must fail with EPERM, which only the device rules give; /dev/null, bound
+# the same way, must open.
+uprobe="$(echo "$probe" | sed -n '/^opens()/,/^}/p')
+echo uid=\$(id -u) host=\$(awk '{print \$2}' /proc/self/uid_map)
+for n in /dev/nvidia0 /dev/nvidiactl /mnt/gpu1 /mnt/c42 /mnt/null; do echo \"\$n=\$(opens \$n)\"; done
+ls /dev/nvidia1 2>/dev/null; nvidia-smi >/dev/null 2>&1; echo smi=\$?"
+expect_userns_devices() {
+  check_contains "$1: root is host uid 100000" "uid=0 host=100000" "$2"
+  check_contains "$1: the requested /dev/nvidia0 opens" "/dev/nvidia0=through" "$2"
+  check_contains "$1: /dev/nvidiactl opens" "/dev/nvidiactl=through" "$2"
+  check_contains "$1: GPU 1, bound in by a mount, is refused (EPERM)" "/mnt/gpu1=denied" "$2"
+  check_contains "$1: c 42 0, bound in by a mount, is refused (EPERM)" "/mnt/c42=denied" "$2"
+  check_contains "$1: /dev/null, bound in the same way, opens" "/mnt/null=through" "$2"
+  check_contains "$1: nvidia-smi exits 9" "smi=9" "$2"
+  check "$1: GPU 1 is not in /dev" "" "$(echo "$2" | grep -x /dev/nvidia1)"
 }
 # A unit that has nothing to do with containers, to restart.
 cat > /run/systemd/system/gpurun-unrelated.service <<'EOF'
@@ -205,6 +228,37 @@ expect_devices "gpurun --systemd-cgroup, after update and a reload" "$("$gpurun"
 "$gpurun" delete --force sdgpu
 wait_for sh -c "! systemctl is-active --quiet gpurun-sdgpu.scope"
 check "the GPU container's scope is gone" inactive "$(systemctl is-active gpurun-sdgpu.scope 2>&1)"
+
+# A GPU container in a user namespace started by root (hostUsers: false
+# on a systemd node): root is host uid 100000, the GPU nodes are
+# bind-mounted, and the rules are still exactly the nodes given. mknod is
+# refused in a user namespace whatever the rules, so the spec bind-mounts
+# in nodes that are open to all (0666): GPU 1 and c 42 0 must then fail
+# with EPERM, which only the device rules give; /dev/null, bound the same
+# way, opens.
+ugpu="$work/sd-ugpu"
+mkdir -p "$ugpu"
+cp -a "$work/glibc" "$ugpu/rootfs"
+chown -R 100000:100000 "$ugpu/rootfs"
+jq --arg gpu1 "$host/dev/nvidia1" --arg c42 "$work/c42" '.root.path = "rootfs" | .root.readonly = false
+  | .linux.cgroupsPath = "system.slice:gpurun:sdugpu"
+  | .linux.namespaces += [{"type": "user"}]
+  | .linux.uidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+  | .linux.gidMappings = [{"containerID": 0, "hostID": 100000, "size": 65536}]
+  | .mounts += [{"source": $gpu1, "destination": "/mnt/gpu1", "type": "bind", "options": ["bind"]},
+                {"source": $c42, "destination": "/mnt/c42", "type": "bind", "options": ["bind"]},
+                {"source": "/dev/null", "destination": "/mnt/null", "type": "bind", "options": ["bind"]}]
+  | .process.env += ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility,compute"]
+  | .process.args = ["sleep", "600"]' "$work/bb/config.json" > "$ugpu/config.json"
+"$gpurun" --systemd-cgroup $roots run -d --bundle "$ugpu" sdugpu
+check "--systemd-cgroup GPU run -d in a user namespace: exit 0" 0 "$?"
+expect_userns_devices "userns, --systemd-cgroup" "$("$gpurun" exec sdugpu sh -c "$uprobe" 2>&1)"
+host_events
+expect_userns_devices "userns, --systemd-cgroup, after daemon-reload and an unrelated restart" \
+  "$("$gpurun" exec sdugpu sh -c "$uprobe" 2>&1)"
+"$gpurun" delete --force sdugpu
+wait_for sh -c "! systemctl is-active --quiet gpurun-sdugpu.scope"
+check "the user-namespace GPU container's scope is gone" inactive "$(systemctl is-active gpurun-sdugpu.scope 2>&1)"
 fi
 
 # --- runc 1.1.5 beside it: the GPU as a CDI spec gives it (node and allow rule) ---
@@ -327,6 +381,12 @@ docker load -i "$work/glibc.tar" >/dev/null
 out=$(docker run --rm --runtime=gpurun --network none -e NVIDIA_VISIBLE_DEVICES=0 \
   gpurun-test/glibc sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?' 2>&1)
 check_contains "docker run --runtime=gpurun (systemd driver): nvidia-smi exits 9" "smi=9" "$out"
+# AppArmor, which `gpurun features` says is supported: Docker's
+# docker-default profile confines the container's process, as under runc.
+gprof=$(docker run --rm --runtime=gpurun --network none gpurun-test/glibc cat /proc/self/attr/current 2>&1)
+rprof=$(docker run --rm --runtime=runc --network none gpurun-test/glibc cat /proc/self/attr/current 2>&1)
+check "AppArmor: docker-default confines the process, as under runc (gpurun / runc)" \
+  "docker-default (enforce) / docker-default (enforce)" "$gprof / $rprof"
 cid=$(docker run -d --runtime=gpurun --network none -m 64m --cap-add MKNOD \
   -e NVIDIA_VISIBLE_DEVICES=0 gpurun-test/glibc sleep 600)
 check "docker's GPU container runs in its own scope unit" active "$(systemctl is-active "docker-$cid.scope" 2>&1)"
@@ -371,6 +431,26 @@ expect_devices "docker --runtime=gpurun, after docker update and a reload" \
 docker rm -f "$cid" "$rid" >/dev/null
 check "no docker scope left" "" \
   "$(systemctl list-units --all --plain --no-legend 'docker-*.scope' | awk '$3 == "active"')"
+
+# Docker's userns-remap on the systemd driver: each container in a user
+# namespace started by root (root is dockremap's first subordinate id), a
+# GPU given; GPU 1 and c 42 0, bound in by volumes and open to all, fail
+# with EPERM, which only the device rules give.
+jq '. + {"userns-remap": "default"}' "$work/daemon.json" > /etc/docker/daemon.json
+systemctl restart docker
+docker load -i "$work/glibc.tar" >/dev/null
+remap=$(awk -F: '$1 == "dockremap" {print $2; exit}' /etc/subuid)
+out=$(docker run --rm --runtime=gpurun --network none -e NVIDIA_VISIBLE_DEVICES=0 \
+  -v "$host/dev/nvidia1:/mnt/gpu1" -v "$work/c42:/mnt/c42" -v /dev/null:/mnt/null \
+  gpurun-test/glibc sh -c "$uprobe" 2>&1)
+check_contains "userns-remap (systemd driver): root is dockremap's first subordinate id" "uid=0 host=$remap" "$out"
+check_contains "userns-remap: the requested /dev/nvidia0 opens" "/dev/nvidia0=through" "$out"
+check_contains "userns-remap: GPU 1, bound in by a volume, is refused (EPERM)" "/mnt/gpu1=denied" "$out"
+check_contains "userns-remap: c 42 0, bound in by a volume, is refused (EPERM)" "/mnt/c42=denied" "$out"
+check_contains "userns-remap: /dev/null, bound in the same way, opens" "/mnt/null=through" "$out"
+check_contains "userns-remap: nvidia-smi exits 9" "smi=9" "$out"
+cp "$work/daemon.json" /etc/docker/daemon.json
+systemctl restart docker
 fi
 
 # --- rootful Podman with the systemd cgroup manager ---
@@ -395,6 +475,23 @@ fi
 podman rm -f "$pid_" >/dev/null 2>&1
 check "no podman scope left" "" \
   "$(systemctl list-units --all --plain --no-legend 'libpod-*.scope' | awk '$3 == "active"')"
+# Rootful Podman with --userns=auto on the systemd driver (a user
+# namespace started by root): a GPU, and the rules exactly the node given.
+for f in /etc/subuid /etc/subgid; do
+  grep -q '^containers:' "$f" || echo "containers:2000000:1000000" >> "$f"
+done
+out=$(podman --runtime "$gpurun" run --rm --userns=auto --network none \
+  --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 -e NVIDIA_VISIBLE_DEVICES=0 \
+  -v "$host/dev/nvidia1:/mnt/gpu1" -v "$work/c42:/mnt/c42" -v /dev/null:/mnt/null \
+  gpurun-test/glibc sh -c "$uprobe" 2>&1)
+mapped=$(echo "$out" | sed -n 's/^uid=0 host=\([0-9]*\)$/\1/p')
+check "podman --userns=auto (systemd driver): root is a subordinate id of containers" yes \
+  "$([ "${mapped:-0}" -ge 2000000 ] && echo yes)"
+check_contains "podman --userns=auto: the requested /dev/nvidia0 opens" "/dev/nvidia0=through" "$out"
+check_contains "podman --userns=auto: GPU 1, bound in by a volume, is refused (EPERM)" "/mnt/gpu1=denied" "$out"
+check_contains "podman --userns=auto: c 42 0, bound in by a volume, is refused (EPERM)" "/mnt/c42=denied" "$out"
+check_contains "podman --userns=auto: /dev/null, bound in the same way, opens" "/mnt/null=through" "$out"
+check_contains "podman --userns=auto: nvidia-smi exits 9" "smi=9" "$out"
 fi
 
 if case_on cdi; then
@@ -437,8 +534,11 @@ if case_on rootless; then
 # --- rootless Podman in a systemd user session: a delegated cgroup ---
 user=gpurun-podman
 useradd -m -s /bin/sh "$user"
-echo "$user:200000:65536" >> /etc/subuid
-echo "$user:200000:65536" >> /etc/subgid
+# useradd gives the user subordinate ids after those already taken (by
+# dockremap, if the docker case ran); a range only if it gave none.
+for f in /etc/subuid /etc/subgid; do
+  grep -q "^$user:" "$f" || echo "$user:300000:65536" >> "$f"
+done
 uid=$(id -u "$user")
 loginctl enable-linger "$user"
 wait_for test -S "/run/user/$uid/bus"

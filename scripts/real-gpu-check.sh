@@ -151,24 +151,32 @@ mkdir -p "$bundle"
 cp -a "$rootfs" "$bundle/rootfs"
 chown -R 100000:100000 "$bundle/rootfs"
 (cd "$bundle" && "$gpurun" spec)
-python3 - "$bundle/config.json" <<'PY'
+mkdir -p "$work/volume"
+touch "$work/volume/f"
+python3 - "$bundle/config.json" "$work/volume" <<'PY'
 import json, sys
 path = sys.argv[1]
 config = json.load(open(path))
 config["process"]["terminal"] = False
-config["process"]["args"] = ["sh", "-c", "id -u; cuda_vector_add"]
 config["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=0", "CUDA_CACHE_DISABLE=1"]
 config["root"] = {"path": "rootfs", "readonly": False}
 config["linux"]["namespaces"].append({"type": "user"})
 mapping = [{"containerID": 0, "hostID": 100000, "size": 65536}]
 config["linux"]["uidMappings"] = mapping
 config["linux"]["gidMappings"] = mapping
+# A volume as containerd 2.x gives a hostUsers: false pod: idmapped with
+# the pod's mapping, so the host root's files are the container root's.
+config["mounts"].append({"destination": "/data", "type": "bind", "source": sys.argv[2],
+                         "options": ["rbind", "rprivate", "rw"],
+                         "uidMappings": mapping, "gidMappings": mapping})
+config["process"]["args"] = ["sh", "-c", "id -u; stat -c %u:%g /data/f; cuda_vector_add"]
 json.dump(config, open(path, "w"))
 PY
 out=$("$gpurun" --root "$state" run --bundle "$bundle" real-gpu-userns 2>&1)
 case "$out" in "0
+0:0
 vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
-check "user namespace started by root (0 -> 100000): CUDA vector add" $r "$out"
+check "user namespace started by root (0 -> 100000), an idmapped volume: CUDA vector add" $r "$out"
 
 # 12. CDI: NVIDIA's spec form (nvidia-cdi-hook hooks, not installed here),
 # its hooks done by gpurun itself.
