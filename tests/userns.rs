@@ -121,3 +121,52 @@ fn the_state_root_stays_closed_without_a_user_namespace() {
     );
     assert!(Path::new(&rt.root).is_dir());
 }
+
+/// The gated devices (GPUDirect Storage, MOFED, GDRCopy, NVSwitch) and an
+/// IMEX channel, asked for beside a GPU, reach a container in a user
+/// namespace started by root as bind-mounted character devices (mknod is
+/// not allowed there), each one opened through to its (absent) driver.
+#[test]
+fn gated_devices_and_imex_channels_in_a_user_namespace_started_by_root() {
+    require_root!();
+    let nodes = [
+        "/dev/nvidia-fs0",
+        "/dev/infiniband/rdma_cm",
+        "/dev/infiniband/uverbs0",
+        "/dev/gdrdrv",
+        "/dev/nvidia-nvswitch0",
+        "/dev/nvidia-nvswitchctl",
+        "/dev/nvidia-caps-imex-channels/channel1",
+    ];
+    // Each node: a char device, and an open that gets past the device
+    // rules (ENXIO/ENODEV from the missing driver), not EPERM.
+    let probe = format!(
+        "for n in {}; do [ -c $n ] || {{ echo $n=missing; continue; }}; \
+         if err=$(head -c1 $n 2>&1 >/dev/null); then echo $n=open; \
+         else case \"$err\" in *'not permitted'*) echo $n=denied ;; *) echo $n=through ;; esac; fi; done",
+        nodes.join(" ")
+    );
+    let bundle = userns_bundle(
+        &[
+            "NVIDIA_VISIBLE_DEVICES=0",
+            "NVIDIA_GDS=enabled",
+            "NVIDIA_MOFED=enabled",
+            "NVIDIA_GDRCOPY=enabled",
+            "NVIDIA_NVSWITCH=enabled",
+            "NVIDIA_IMEX_CHANNELS=1",
+        ],
+        &["sh", "-c", &probe],
+    );
+    let rt = Runtime::new();
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    let out = rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("userns-gated")]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let want: Vec<String> = nodes.iter().map(|n| format!("{n}=through")).collect();
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        want,
+        "{}",
+        out.stderr
+    );
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+}
