@@ -734,6 +734,13 @@ impl Mount {
                 // SAFETY: the descriptor is held open by the init until
                 // every mount is made (`bind_sources_from_host`).
                 Some(fd) => unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+                // Never an idmapped mount made unmapped.
+                None if is_idmapped(m) => {
+                    return Err(MountError::Custom(format!(
+                        "idmapped mount of {}: the runtime made no idmapped mount for it (a source under /proc/self cannot be idmapped)",
+                        source.display()
+                    )));
+                }
                 None => {
                     mount_fd_owned =
                         self.syscall
