@@ -30,7 +30,8 @@ fn overflow_id() -> String {
 struct Case {
     bundle: Bundle,
     rt: Runtime,
-    host_binds: Vec<PathBuf>,
+    /// Unmounted (in reverse) when the case ends.
+    host_binds: Vec<Unmount>,
 }
 
 impl Case {
@@ -88,7 +89,7 @@ impl Case {
             TIMEOUT,
         );
         assert_eq!(out.code, 0, "{}", out.stderr);
-        self.host_binds.push(self.path(target));
+        self.host_binds.push(Unmount(self.path(target)));
     }
 
     /// A mount of `source` (relative to the bundle, as idmap.bats gives
@@ -161,12 +162,8 @@ impl Case {
 
 impl Drop for Case {
     fn drop(&mut self) {
-        for target in self.host_binds.iter().rev() {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(target)
-                .status();
-        }
+        // Inner mounts first.
+        while self.host_binds.pop().is_some() {}
     }
 }
 
@@ -742,15 +739,6 @@ fn containerd_2_host_users_false_pod_with_volumes_and_a_gpu() {
         TIMEOUT,
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.0)
-                .status();
-        }
-    }
     let _unmount = Unmount(projected.clone());
     fs::write(projected.join("token"), "secret").unwrap();
 

@@ -1007,18 +1007,6 @@ fn a_full_state_root_fails_with_one_line_and_leaves_nothing() {
     }
 }
 
-/// Unmounts a test's own mount when the test ends, passed or not.
-struct Unmount(std::path::PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 /// A create that died while a child of it lives on (holding its creator
 /// lock) does not lock its id for ever: a forced delete takes the id over.
 /// A live one is waited for, and then refused with one line.

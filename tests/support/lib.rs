@@ -688,3 +688,12 @@ pub fn assert_clean_failure(rt: &Runtime, args: &[&str], id: &str, want: &str) {
     }
     assert!(mounts_mentioning(&format!("/{id}/")).is_empty() || id.is_empty());
 }
+
+/// Unmounts a test's own mount when the test ends, passed or not.
+pub struct Unmount(pub PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}

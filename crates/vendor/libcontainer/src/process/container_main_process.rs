@@ -614,16 +614,18 @@ fn idmapped_mount(
                 "this kernel ({}) has no mount_setattr: idmapped mounts need Linux 5.12 or later",
                 kernel_release()
             ),
-            Some(libc::EINVAL) => format!(
-                "its filesystem ({}) cannot be idmapped on this kernel ({}){}",
-                filesystem_name(source),
-                kernel_release(),
-                if filesystem_name(source) == "tmpfs" {
+            Some(libc::EINVAL) => {
+                let filesystem = filesystem_name(source);
+                let hint = if filesystem == "tmpfs" {
                     ": tmpfs needs Linux 6.3 or later"
                 } else {
                     ""
-                }
-            ),
+                };
+                format!(
+                    "its filesystem ({filesystem}) cannot be idmapped on this kernel ({}){hint}",
+                    kernel_release()
+                )
+            }
             Some(libc::EPERM) => format!(
                 "not permitted ({err}): idmapped mounts need the runtime started as the host's root"
             ),
