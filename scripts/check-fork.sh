@@ -1,7 +1,8 @@
 #!/bin/sh
 # The vendored libcontainer and libcgroups are the 0.7.0 releases plus the
 # numbered patch queue in their GPURUN-PATCH.md. This fetches each release
-# from crates.io and fails unless:
+# through cargo (its own registry and cache, so a mirror or an offline
+# cache serves) and fails unless:
 #  - the patches are numbered 1, 2, 3... and each heading ends in
 #    "(for upstream)" or "(gpurun only)";
 #  - each patch has a "Files:" line naming at least one src file, and every
@@ -15,9 +16,28 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
 fail() { echo "check-fork: $*" >&2; failed=1; }
+# A scratch project that depends on the releases: `cargo fetch` puts their
+# sources in cargo's registry, and `cargo metadata` says where.
+mkdir -p "$work/scratch/src"
+touch "$work/scratch/src/lib.rs"
+cat > "$work/scratch/Cargo.toml" <<TOML
+[package]
+name = "check-fork-scratch"
+version = "0.0.0"
+edition = "2021"
+[dependencies]
+libcontainer = { version = "=0.7.0", default-features = false }
+libcgroups = { version = "=0.7.0", default-features = false }
+TOML
+(cd "$work/scratch" && cargo fetch -q)
+sources=$(cd "$work/scratch" && cargo metadata --format-version 1 -q |
+  python3 -c 'import json, os, sys
+for p in json.load(sys.stdin)["packages"]:
+    if p["name"] in ("libcontainer", "libcgroups") and p["version"] == "0.7.0":
+        print(p["name"], os.path.dirname(p["manifest_path"]))')
 for crate in libcontainer libcgroups; do
-  curl -sSfL "https://static.crates.io/crates/$crate/$crate-0.7.0.crate" | tar -xz -C "$work"
-  release="$work/$crate-0.7.0"
+  release=$(echo "$sources" | awk -v c="$crate" '$1 == c { print $2 }')
+  [ -d "$release/src" ] || { echo "check-fork: cargo did not fetch $crate 0.7.0" >&2; exit 1; }
   ours="crates/vendor/$crate"
   queue="$ours/GPURUN-PATCH.md"
   # Files under src/ that differ from the release or are new.

@@ -23,7 +23,9 @@ packages="criu libcompel1 libc6 libgcc-s1 gcc-14-base libbsd0 libmd0 libgnutls30
   libnl-3-200 libprotobuf-c1 libuuid1"
 apt_dir="$cache/apt"
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial" "$cache/debs"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+# The system's own mirror (a proxy or a local mirror serves), suite trixie.
+mirror=$(sh "$(dirname "$0")/debian-mirror.sh")
+echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" \
   > "$apt_dir/sources.list"
 apt_opts="-o Dir::Etc::SourceList=$apt_dir/sources.list -o Dir::Etc::SourceParts=/dev/null \
   -o Dir::State::Lists=$apt_dir/lists -o Dir::Cache=$apt_dir -o Dir::State::status=/dev/null \

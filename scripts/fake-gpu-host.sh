@@ -57,13 +57,17 @@ packages="nvidia-smi libnvidia-ml1 libcuda1 libnvidia-cfg1 libnvidia-ptxjitcompi
   libegl-nvidia0 libnvidia-eglcore libglx-nvidia0 libnvidia-glcore libgles-nvidia2 \
   nvidia-egl-common nvidia-vulkan-common"
 
-# A private sources list with non-free: nothing is added to the system's.
+# A private sources list with non-free, on the system's own mirrors:
+# nothing is added to the system's.
 apt_dir="$cache/apt"
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$cache/debs"
-cat > "$apt_dir/sources.list" <<LIST
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm non-free
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bookworm-security non-free
-LIST
+mirror=$(sh "$(dirname "$0")/debian-mirror.sh")
+security=$(sh "$(dirname "$0")/debian-mirror.sh" security 2>/dev/null || true)
+{
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm non-free"
+  [ -z "$security" ] ||
+    echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $security bookworm-security non-free"
+} > "$apt_dir/sources.list"
 apt_opts="-o Dir::Etc::SourceList=$apt_dir/sources.list -o Dir::Etc::SourceParts=/dev/null \
   -o Dir::State::Lists=$apt_dir/lists -o Dir::Cache=$apt_dir/cache -o APT::Sandbox::User=root"
 missing=""

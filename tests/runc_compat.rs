@@ -1999,7 +1999,21 @@ fn runc_s_words_for_symlinked_proc_and_failing_hooks() {
         &rt,
         &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
         &id,
-        "error running hook #1: hook command exited with non-zero exit code: 3",
+        "error running hook #1: exit status 3",
+    );
+    // A hook killed by a signal is named by it, in Go's words as runc
+    // prints them (bats: "bad system call"), with the hook's stderr.
+    bundle.edit(|c| {
+        c["hooks"] = json!({"createRuntime": [
+            {"path": "/bin/sh", "args": ["sh", "-c", "echo about to die >&2; kill -SYS $$"]}
+        ]})
+    });
+    let id = unique("hook");
+    assert_clean_failure(
+        &rt,
+        &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "error running hook #0: signal: bad system call, stderr: about to die",
     );
 }
 

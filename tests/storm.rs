@@ -208,3 +208,79 @@ fn sigkill_at_random_points_leaves_nothing() {
         }
     }
 }
+
+/// Two busy loops beside the test, as a loaded node has: the windows
+/// between one command's steps widen, so races show. Stopped on drop.
+struct CpuHogs(Vec<std::process::Child>);
+
+impl CpuHogs {
+    fn start() -> CpuHogs {
+        CpuHogs(
+            (0..2)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("start a busy loop")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for CpuHogs {
+    fn drop(&mut self) {
+        for hog in &mut self.0 {
+            let _ = hog.kill();
+            let _ = hog.wait();
+        }
+    }
+}
+
+/// Execs racing a forced delete of a running container, under CPU load:
+/// no exec'd process may outlive the delete. An exec's process joins the
+/// container's cgroup before it is told to start; a delete that removed the
+/// state and the cgroup in between left it waiting for ever on its notify
+/// socket, in a cgroup it had made anew, with no state naming it (issue 45:
+/// the storm race). Execs now hold the container's state directory shared
+/// until their process starts, and a delete takes it exclusively.
+#[test]
+fn execs_racing_a_delete_leave_nothing() {
+    require_root!();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let rounds: usize = env_number("GPURUN_EXEC_STORM_ROUNDS").unwrap_or(15);
+    let _hogs = CpuHogs::start();
+    for (rt, _bundle, b) in sleepers() {
+        for round in 0..rounds {
+            let id = unique("execstorm");
+            rt.run(["run", "-d", "--bundle", &b, &id]).ok();
+            std::thread::scope(|s| {
+                for i in 0..24 {
+                    let rt = &rt;
+                    let id = &id;
+                    s.spawn(move || {
+                        // The delete lands among the execs, not before them.
+                        let op: Vec<&str> = if i == 12 {
+                            vec!["delete", "--force", id]
+                        } else {
+                            vec!["exec", id, "true"]
+                        };
+                        let out = run_cmd(&mut rt.command(&op), Duration::from_secs(60));
+                        assert_ne!(out.code, -1, "{op:?} hung");
+                        assert!(!out.stderr.contains("panicked"), "{op:?}: {}", out.stderr);
+                    });
+                }
+            });
+            let out = run_cmd(
+                &mut rt.command(["delete", "--force", &id]),
+                Duration::from_secs(60),
+            );
+            assert_nothing_left(
+                &rt,
+                &id,
+                &format!("{who:?} exec storm round {round}", who = rt.who),
+                &out,
+            );
+        }
+    }
+}

@@ -30,8 +30,21 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
             fs::remove_dir_all(&state_dir)
                 .with_context(|| format!("remove {}", state_dir.display()))?;
         }
+        // And processes that outlived the state in the container's default
+        // cgroup, as runc takes a container down from its cgroup path.
+        if crate::runtime::privilege::is_host_root() && !ctx.settings.systemd_cgroup {
+            let killed = crate::runtime::cgroup_path::remove_orphaned_default(id);
+            if killed > 0 {
+                tracing::warn!(
+                    "container {id:?} had no state but {killed} processes in its cgroup: killed"
+                );
+            }
+        }
         return Ok(());
     }
+    // Execs under way finish starting their processes first, so that the
+    // delete below finds them in the cgroup and takes them down too.
+    let _locked = containers::lock_for_delete(&ctx.root, id);
     // For a missing container, this is the "does not exist" error.
     let mut container = containers::load(&ctx.root, id)?;
     container.refresh_status()?;

@@ -18,6 +18,9 @@ pub fn exec(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
 
 fn exec_in(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
     let id = &args.container_id;
+    // Held until the process has started (below): no delete can take the
+    // container down between the process joining its cgroup and its start.
+    let lock = containers::lock_for_exec(&ctx.root, id);
     let container = containers::load(&ctx.root, id)?;
     let paused = container.status() == ContainerStatus::Paused;
     if paused && !args.ignore_paused {
@@ -105,6 +108,7 @@ fn exec_in(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
     if console.is_some() {
         let _ = std::fs::remove_file(&own_socket);
     }
+    drop(lock);
     let pid = pid.with_context(|| format!("exec in container {id:?}"))?;
     if args.detach {
         return Ok(0);

@@ -250,6 +250,39 @@ pub fn pids(path: &Path) -> Vec<nix::unistd::Pid> {
         .collect()
 }
 
+/// Takes down what is left of a container whose state is gone: the
+/// processes in the cgroup gpurun gives container `id` by default
+/// (`/gpurun/ID`, in every hierarchy), and then that cgroup. Nothing
+/// outside that cgroup is signalled. Returns how many processes it killed.
+pub fn remove_orphaned_default(id: &str) -> usize {
+    let path = PathBuf::from(format!("/gpurun/{id}"));
+    let dirs: Vec<PathBuf> = hierarchy_dirs(&path)
+        .into_iter()
+        .filter(|d| d.is_dir())
+        .collect();
+    if dirs.is_empty() {
+        return 0;
+    }
+    let mut killed = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left = pids(&path);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            break;
+        }
+        for pid in left {
+            if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for dir in dirs {
+        let _ = fs::remove_dir(dir);
+    }
+    killed
+}
+
 /// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy.
 pub fn is_unified() -> bool {
     fs::read_to_string("/proc/self/mounts")

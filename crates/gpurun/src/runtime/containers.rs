@@ -103,6 +103,57 @@ fn try_lock(file: &std::fs::File) -> bool {
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
+/// A `flock` on a container's state directory: shared while an `exec`
+/// starts a process in the container, exclusive while `delete` takes it
+/// down. Without it a delete could remove the state and the cgroup between
+/// an exec's process joining the cgroup and its start, leaving that
+/// process waiting for a start that never comes, in a cgroup it made anew.
+pub struct ContainerLock(#[allow(dead_code)] std::fs::File);
+
+/// Takes a shared lock on `id`'s state directory, for an exec: None when
+/// there is no such directory (or a delete removed it while we waited), so
+/// loading the container then says it does not exist.
+pub fn lock_for_exec(root: &Path, id: &str) -> Option<ContainerLock> {
+    let dir = open_state_dir(root, id)?;
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let locked = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_SH) == 0 };
+    (locked && still_linked(&dir)).then_some(ContainerLock(dir))
+}
+
+/// Takes the exclusive lock on `id`'s state directory, for a delete,
+/// waiting up to ten seconds for execs under way (an exec into a paused
+/// container can hold it for as long as the pause lasts: the delete then
+/// goes on without it).
+pub fn lock_for_delete(root: &Path, id: &str) -> Option<ContainerLock> {
+    let dir = open_state_dir(root, id)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if try_lock(&dir) {
+            return Some(ContainerLock(dir));
+        }
+        if std::time::Instant::now() > deadline {
+            tracing::warn!("an exec into {id:?} holds it: deleting without waiting for it");
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+fn open_state_dir(root: &Path, id: &str) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(state_dir(root, id))
+        .ok()
+}
+
+/// A directory removed after it was opened has no links left.
+fn still_linked(dir: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    dir.metadata().is_ok_and(|m| m.nlink() > 0)
+}
+
 /// The id's working directory held by a forced `delete` (see `hold_id`);
 /// removed when dropped.
 pub struct HeldId {

@@ -585,10 +585,12 @@ impl PathBufExt for PathBuf {
 
 #[cfg(any(feature = "cgroupsv2_devices", feature = "v1"))]
 /// The device rules to apply, in order: a leading deny-all rule, then the
-/// default devices every container gets, then the rest of the spec's rules
-/// in their listed order. So a later rule in the spec can still deny a
-/// default device: the runtime spec says the rules are applied "in the
-/// listed order". (gpurun patch: the defaults came after every spec rule.)
+/// default devices the spec names itself (same type and numbers), then the
+/// rest of the spec's rules in their listed order, then the other defaults.
+/// So the spec's allow rules land in `devices.list` in its order, as the
+/// runtime spec asks ("in the listed order"; runtime-tools reads the list
+/// back), while a spec rule can still narrow a default device: its
+/// default comes first and the spec's rule after it. (gpurun patch)
 pub fn ordered_device_rules(spec_rules: &[LinuxDeviceCgroup]) -> Vec<LinuxDeviceCgroup> {
     let is_deny_all = |rule: &LinuxDeviceCgroup| {
         !rule.allow()
@@ -601,16 +603,22 @@ pub fn ordered_device_rules(spec_rules: &[LinuxDeviceCgroup]) -> Vec<LinuxDevice
                 .is_none_or(|a| ['r', 'w', 'm'].iter().all(|c| a.contains(*c)))
     };
     let head = usize::from(spec_rules.first().is_some_and(is_deny_all));
-    let defaults: Vec<LinuxDeviceCgroup> = default_devices()
+    let same_device = |a: &LinuxDeviceCgroup, b: &LinuxDeviceCgroup| {
+        a.typ().unwrap_or(LinuxDeviceType::A) == b.typ().unwrap_or(LinuxDeviceType::A)
+            && a.major() == b.major()
+            && a.minor() == b.minor()
+    };
+    let (named, others): (Vec<LinuxDeviceCgroup>, Vec<LinuxDeviceCgroup>) = default_devices()
         .iter()
         .map(|d| d.into())
         .chain(default_allow_devices())
-        .collect();
+        .partition(|d| spec_rules[head..].iter().any(|r| same_device(d, r)));
     spec_rules[..head]
         .iter()
         .cloned()
-        .chain(defaults)
+        .chain(named)
         .chain(spec_rules[head..].iter().cloned())
+        .chain(others)
         .collect()
 }
 

@@ -17,10 +17,13 @@ pub enum HookError {
     CommandExecute(#[source] std::io::Error),
     #[error("failed to encode container state")]
     EncodeContainerState(#[source] serde_json::Error),
-    #[error("hook command exited with non-zero exit code: {0}")]
-    NonZeroExitCode(i32),
-    #[error("hook command was killed by a signal")]
-    Killed,
+    /// Go's words, as runc prints them: "exit status 3", then the
+    /// hook's stderr. (gpurun patch)
+    #[error("exit status {0}{1}")]
+    NonZeroExitCode(i32, StderrTail),
+    /// "signal: bad system call", as runc (Go) names the signal.
+    #[error("signal: {0}{1}")]
+    Killed(&'static str, StderrTail),
     #[error("failed to execute hook command due to a timeout")]
     Timeout,
     #[error("container state is required to run hook")]
@@ -37,6 +40,92 @@ pub enum HookError {
 }
 
 type Result<T> = std::result::Result<T, HookError>;
+
+/// The end of a failed hook's stderr, shown after its status as runc
+/// shows it (", stderr: ..."); empty when the hook wrote nothing.
+#[derive(Debug, Default)]
+pub struct StderrTail(String);
+
+impl std::fmt::Display for StderrTail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.trim_end() {
+            "" => Ok(()),
+            text => write!(f, ", stderr: {text}"),
+        }
+    }
+}
+
+impl StderrTail {
+    const KEEP: u64 = 4096;
+
+    /// The last `KEEP` bytes of what the hook wrote to `file`.
+    fn read(file: Option<std::fs::File>) -> Self {
+        use std::io::{Read, Seek, SeekFrom};
+        let Some(mut file) = file else {
+            return Self::default();
+        };
+        let end = file.seek(SeekFrom::End(0)).unwrap_or(0);
+        let _ = file.seek(SeekFrom::Start(end.saturating_sub(Self::KEEP)));
+        let mut bytes = Vec::new();
+        let _ = file.take(Self::KEEP).read_to_end(&mut bytes);
+        Self(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+/// Go's name of a signal (its syscall package's table), which runc prints.
+fn go_signal_name(signal: i32) -> &'static str {
+    const NAMES: [&str; 31] = [
+        "hangup",
+        "interrupt",
+        "quit",
+        "illegal instruction",
+        "trace/breakpoint trap",
+        "aborted",
+        "bus error",
+        "floating point exception",
+        "killed",
+        "user defined signal 1",
+        "segmentation fault",
+        "user defined signal 2",
+        "broken pipe",
+        "alarm clock",
+        "terminated",
+        "stack fault",
+        "child exited",
+        "continued",
+        "stopped (signal)",
+        "stopped",
+        "stopped (tty input)",
+        "stopped (tty output)",
+        "urgent I/O condition",
+        "CPU time limit exceeded",
+        "file size limit exceeded",
+        "virtual timer expired",
+        "profiling timer expired",
+        "window changed",
+        "I/O possible",
+        "power failure",
+        "bad system call",
+    ];
+    usize::try_from(signal)
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| NAMES.get(i))
+        .copied()
+        .unwrap_or("real-time signal")
+}
+
+/// A file for the hook's stderr: an anonymous memfd, read back once the
+/// hook has ended, so no pipe can fill up and stall it and no thread is
+/// needed to drain one. None (stderr inherited) where memfds are missing.
+fn stderr_capture() -> Option<std::fs::File> {
+    nix::sys::memfd::memfd_create(
+        c"gpurun-hook-stderr",
+        nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC,
+    )
+    .ok()
+    .map(std::fs::File::from)
+}
 
 /// Runs each hook in turn; a failing one is logged as a warning and the
 /// rest still run. The runtime spec asks this of poststart and poststop
@@ -126,12 +215,17 @@ fn run_hook(
     };
     tracing::debug!("run_hooks envs: {:?}", envs);
 
+    let stderr_file = stderr_capture();
+    let stderr = match stderr_file.as_ref().map(|f| f.try_clone()) {
+        Some(Ok(copy)) => process::Stdio::from(copy),
+        _ => process::Stdio::inherit(),
+    };
     let mut hook_process = hook_command
         .env_clear()
         .envs(envs)
         .stdin(process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(process::Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .map_err(HookError::CommandExecute)?;
     let hook_process_pid = Pid::from_raw(hook_process.id() as i32);
@@ -191,11 +285,20 @@ fn run_hook(
     };
 
     match res {
-        Ok(exit_status) => match exit_status.code() {
-            Some(0) => Ok(()),
-            Some(exit_code) => Err(HookError::NonZeroExitCode(exit_code)),
-            None => Err(HookError::Killed),
-        },
+        Ok(exit_status) => {
+            use std::os::unix::process::ExitStatusExt;
+            match (exit_status.code(), exit_status.signal()) {
+                (Some(0), _) => Ok(()),
+                (Some(exit_code), _) => Err(HookError::NonZeroExitCode(
+                    exit_code,
+                    StderrTail::read(stderr_file),
+                )),
+                (None, signal) => Err(HookError::Killed(
+                    go_signal_name(signal.unwrap_or(0)),
+                    StderrTail::read(stderr_file),
+                )),
+            }
+        }
         Err(e) => Err(HookError::CommandExecute(e)),
     }?;
     Ok(())

@@ -18,7 +18,7 @@ mod lxc;
 mod podman;
 mod slurm;
 
-use containerd::{edit_containerd, edit_gpurun_config};
+use containerd::{edit_containerd, edit_gpurun_config, installed_containerd_major};
 use docker::{edit_docker, install_hook_link};
 use lxc::{edit_lxc, lxc_hook_command, lxc_v2_device_majors};
 use podman::edit_podman;
@@ -148,9 +148,15 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
         .clone()
         .unwrap_or_else(|| default_config(args.engine));
     let (old, existed) = read_or_empty(&path)?;
+    let containerd_major = match args.engine {
+        Engine::Containerd => installed_containerd_major(),
+        _ => None,
+    };
     let edit = |old: &str| -> Result<String> {
         match args.engine {
-            Engine::Containerd => edit_containerd(old, name, binary_str, args.default),
+            Engine::Containerd => {
+                edit_containerd(old, name, binary_str, args.default, containerd_major)
+            }
             Engine::Docker => edit_docker(old, name, binary_str, args.default),
             Engine::Podman => edit_podman(old, name, binary_str, args.default),
             Engine::Lxc => lxc_hook_command(binary_str, settings)

@@ -98,7 +98,7 @@ impl Device {
                 if bind {
                     self.bind_dev(rootfs, dev)
                 } else {
-                    self.mknod_dev(rootfs, dev)
+                    self.mknod_or_bind_dev(rootfs, dev)
                 }
             })
             .collect::<Result<Vec<_>>>()?;
@@ -141,6 +141,21 @@ impl Device {
             })?;
 
         Ok(())
+    }
+
+    /// As runc's createDeviceNode: where the device cgroup forbids the
+    /// mknod (rules without `c *:* m`, or a parent cgroup that denies it)
+    /// the host's node is bind-mounted instead, but only if it is the
+    /// device the spec names.
+    fn mknod_or_bind_dev(&self, rootfs: &Path, dev: &LinuxDevice) -> Result<()> {
+        match self.mknod_dev(rootfs, dev) {
+            Err(DeviceError::Syscall(crate::syscall::SyscallError::Nix(nix::Error::EPERM))) => {
+                host_node_matches(dev)?;
+                tracing::debug!(path = ?dev.path(), "mknod refused (EPERM): bind-mounting the host's node");
+                self.bind_dev(rootfs, dev)
+            }
+            other => other,
+        }
     }
 
     fn mknod_dev(&self, rootfs: &Path, dev: &LinuxDevice) -> Result<()> {
@@ -191,6 +206,30 @@ impl Device {
 
         Ok(())
     }
+}
+
+/// The host's node at the spec's path must be the spec's device (type and
+/// number), or binding it would give the container some other file.
+fn host_node_matches(dev: &LinuxDevice) -> Result<()> {
+    let (_fd, stat) = open_device_fd(dev.path()).map_err(|err| {
+        DeviceError::Custom(format!(
+            "mknod {}: permission denied (EPERM), and the host has no node there to bind instead: {err}",
+            dev.path().display()
+        ))
+    })?;
+    let want_kind = to_sflag(dev.typ()).bits();
+    let same = (stat.st_mode & libc::S_IFMT) == want_kind
+        && libc::major(stat.st_rdev) as i64 == dev.major()
+        && libc::minor(stat.st_rdev) as i64 == dev.minor();
+    if !same {
+        return Err(DeviceError::Custom(format!(
+            "mknod {}: permission denied (EPERM), and the host's node there is not device {}:{}, so it is not bound instead",
+            dev.path().display(),
+            dev.major(),
+            dev.minor()
+        )));
+    }
+    Ok(())
 }
 
 fn create_container_dev_path(rootfs: &Path, dev: &LinuxDevice) -> Result<PathBuf> {
