@@ -126,4 +126,31 @@ else
   check "userns-remap: dockerd starts" started "$(tail -3 "$work/dockerd-remap.log")"
 fi
 
+# Beside an installed NVIDIA Container Toolkit: setup makes no hook link
+# that could shadow the toolkit's, so --gpus under runc reaches the
+# toolkit's hook (a stand-in that records its call), and under gpurun the
+# hook is dropped and the GPU injected natively.
+stop_engines
+mkdir -p "$work/toolkit-bin"
+printf '#!/bin/sh\necho "$@" >> %s/toolkit-hook-ran\n' "$work" > "$work/toolkit-bin/nvidia-container-runtime-hook"
+chmod 755 "$work/toolkit-bin/nvidia-container-runtime-hook"
+rm -f "$work/hooks/nvidia-container-runtime-hook"
+out=$(PATH="$work/toolkit-bin:$PATH" "$gpurun" setup docker --config "$work/daemon.json" --binary "$gpurun" --hook-dir "$work/hooks" 2>&1)
+check_contains "setup docker beside the toolkit makes no link" "no link made beside it" "$out"
+check "setup docker beside the toolkit: no hook link" "" "$(ls "$work/hooks")"
+PATH="$work/hooks:$work/toolkit-bin:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
+  dockerd --config-file "$work/daemon.json" > "$work/dockerd-toolkit.log" 2>&1 &
+pids="$!"
+if wait_for docker version; then
+  docker run --rm --runtime=runc --gpus all "$bb" true
+  check "beside the toolkit: --gpus under runc exits 0" 0 "$?"
+  check "beside the toolkit: --gpus under runc ran the toolkit's hook" "prestart" "$(cat "$work/toolkit-hook-ran" 2>/dev/null)"
+  rm -f "$work/toolkit-hook-ran"
+  out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c "$nodes" 2>&1)
+  check "beside the toolkit: --gpus under gpurun is native, GPU 0" "/dev/nvidia0 smi=9" "$out"
+  check "beside the toolkit: gpurun did not run the toolkit's hook" "" "$(cat "$work/toolkit-hook-ran" 2>/dev/null)"
+else
+  check "beside the toolkit: dockerd starts" started "$(tail -3 "$work/dockerd-toolkit.log")"
+fi
+
 summary docker

@@ -343,3 +343,43 @@ fn a_broken_gpu_config_stops_only_gpu_containers() {
     );
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
 }
+
+/// A config file named by GPURUN_CONFIG that is missing is one error line
+/// naming it (it was passed over, and the defaults used); the NVIDIA
+/// Container Toolkit's own config.toml, `[features]` table and all, is
+/// read as is.
+#[test]
+fn a_named_config_must_exist_and_the_toolkits_is_read_as_is() {
+    let rt = Runtime::new();
+    let scratch = Scratch::new("cfgnamed");
+    let bundle = Bundle::busybox();
+    bundle.set_process(&["true"], &["NVIDIA_VISIBLE_DEVICES=0"]);
+    let dir = bundle.dir.to_str().unwrap().to_owned();
+    let plan = |config: &std::path::Path| {
+        let mut cmd = rt.command(GpuFixtures::get().args(&["gpu", "plan", &dir]));
+        cmd.env("GPURUN_CONFIG", config);
+        run_cmd(&mut cmd, TIMEOUT)
+    };
+    let missing = scratch.path().join("missing.toml");
+    let out = plan(&missing);
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    assert_eq!(
+        out.stderr.trim_end(),
+        format!(
+            "gpurun: error: GPURUN_CONFIG names {}, which does not exist: create it, or unset GPURUN_CONFIG for the default files",
+            missing.display()
+        )
+    );
+    let toolkit = scratch.path().join("toolkit.toml");
+    fs::write(
+        &toolkit,
+        "disable-require = false\n[features]\nenable-cdi-in-runtime = true\n\
+         [nvidia-container-cli]\nload-kmods = true\n[nvidia-container-runtime]\nmode = \"auto\"\n\
+         [nvidia-container-runtime.modes.cdi]\nspec-dirs = [\"/etc/cdi\"]\n\
+         [nvidia-container-runtime-hook]\nskip-mode-detection = false\n[nvidia-ctk]\npath = \"nvidia-ctk\"\n",
+    )
+    .unwrap();
+    let out = plan(&toolkit);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("/dev/nvidia0"), "{}", out.stdout);
+}

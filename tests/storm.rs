@@ -248,9 +248,13 @@ impl Drop for CpuHogs {
 fn execs_racing_a_delete_leave_nothing() {
     require_root!();
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let rounds: usize = env_number("GPURUN_EXEC_STORM_ROUNDS").unwrap_or(15);
+    let rounds: usize = env_number("GPURUN_EXEC_STORM_ROUNDS").unwrap_or(8);
+    let only: Option<String> = env_number("GPURUN_EXEC_STORM_WHO");
     let _hogs = CpuHogs::start();
     for (rt, _bundle, b) in sleepers() {
+        if only.as_ref().is_some_and(|w| !format!("{:?}", rt.who).starts_with(w.as_str())) {
+            continue;
+        }
         for round in 0..rounds {
             let id = unique("execstorm");
             rt.run(["run", "-d", "--bundle", &b, &id]).ok();

@@ -59,7 +59,7 @@ pub struct RootFlags {
 /// gpurun's config files, merged: what the roots and the request settings
 /// are read from. Read once (`Config::read`) where both are needed.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(rename_all = "kebab-case")]
 pub struct Config {
     driver_root: Option<PathBuf>,
     dev_root: Option<PathBuf>,
@@ -76,16 +76,6 @@ pub struct Config {
     toolkit_runtime: Option<ToolkitRuntime>,
     #[serde(rename = "nvidia-container-cli")]
     toolkit_cli: Option<ToolkitCli>,
-    #[serde(rename = "nvidia-container-runtime-hook")]
-    _toolkit_hook: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "nvidia-ctk")]
-    _toolkit_ctk: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "disable-require")]
-    _disable_require: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "supported-driver-capabilities")]
-    _supported_driver_capabilities: Option<serde::de::IgnoredAny>,
-    #[serde(rename = "swarm-resource")]
-    _swarm_resource: Option<serde::de::IgnoredAny>,
 }
 
 /// `[nvidia-container-runtime]`: only its `modes` matter here.
@@ -143,54 +133,79 @@ impl Config {
     }
 }
 
-const KEYS: &str = "driver-root, dev-root, proc-root, accept-nvidia-visible-devices-envvar-when-unprivileged, accept-nvidia-visible-devices-as-volume-mounts, annotation-prefixes, cuda-compat-mode (ldconfig or disabled) and spec-dirs, or the NVIDIA Container Toolkit's config.toml sections";
+/// The top-level keys and tables gpurun reads; every other one (the
+/// toolkit's `[features]`, `[nvidia-ctk]`, `disable-require`, ...) is
+/// passed over with a debug line.
+const KNOWN: [&str; 10] = [
+    "driver-root",
+    "dev-root",
+    "proc-root",
+    "accept-nvidia-visible-devices-envvar-when-unprivileged",
+    "accept-nvidia-visible-devices-as-volume-mounts",
+    "annotation-prefixes",
+    "cuda-compat-mode",
+    "spec-dirs",
+    "nvidia-container-runtime",
+    "nvidia-container-cli",
+];
+
+/// Where a config file came from, which decides whether it may be absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// Named by `$GPURUN_CONFIG`: it must exist and be readable.
+    Named,
+    /// `/etc/gpurun/config.toml`: may be absent, must be readable.
+    System,
+    /// The user's, found through `$HOME`: may be absent or unreadable.
+    PerUser,
+}
 
 impl Config {
     /// The config files merged, a later file's keys over an earlier one's.
     pub fn read(env: &dyn Fn(&str) -> Option<String>) -> Result<Config> {
         let mut file = Config::default();
-        for (path, per_user) in config_files(env) {
+        for (path, source) in config_files(env) {
             let text = match std::fs::read_to_string(&path) {
                 Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && source == Source::Named => {
+                    anyhow::bail!(
+                        "GPURUN_CONFIG names {}, which does not exist: create it, or unset GPURUN_CONFIG for the default files",
+                        path.display()
+                    )
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 // The per-user file is found through $HOME, which a daemon
                 // that starts gpurun may have left pointing at another
                 // user's home (slurmd started from a root shell): one that
                 // cannot be read is not this user's, and is passed over.
-                // A file named by GPURUN_CONFIG, or the system one, must
-                // be readable.
-                Err(e) if per_user => {
+                Err(e) if source == Source::PerUser => {
                     tracing::debug!("skipping {}: {e}", path.display());
                     continue;
                 }
                 Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
             };
-            let parsed: Config = toml::from_str::<Config>(&text)
-                .map(Config::with_toolkit_sections)
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "{} is not a valid gpurun config: {}; the keys are {KEYS}",
-                        path.display(),
-                        e.message()
-                    )
-                })?;
-            file = Config {
-                driver_root: parsed.driver_root.or(file.driver_root),
-                dev_root: parsed.dev_root.or(file.dev_root),
-                proc_root: parsed.proc_root.or(file.proc_root),
-                accept_nvidia_visible_devices_envvar_when_unprivileged: parsed
-                    .accept_nvidia_visible_devices_envvar_when_unprivileged
-                    .or(file.accept_nvidia_visible_devices_envvar_when_unprivileged),
-                accept_nvidia_visible_devices_as_volume_mounts: parsed
-                    .accept_nvidia_visible_devices_as_volume_mounts
-                    .or(file.accept_nvidia_visible_devices_as_volume_mounts),
-                annotation_prefixes: parsed.annotation_prefixes.or(file.annotation_prefixes),
-                cuda_compat_mode: parsed.cuda_compat_mode.or(file.cuda_compat_mode),
-                spec_dirs: parsed.spec_dirs.or(file.spec_dirs),
-                ..Config::default()
-            };
+            file = parse_file(&path, &text)?.over(file);
         }
         Ok(file)
+    }
+
+    /// This file's keys over `earlier`'s.
+    fn over(self, earlier: Config) -> Config {
+        Config {
+            driver_root: self.driver_root.or(earlier.driver_root),
+            dev_root: self.dev_root.or(earlier.dev_root),
+            proc_root: self.proc_root.or(earlier.proc_root),
+            accept_nvidia_visible_devices_envvar_when_unprivileged: self
+                .accept_nvidia_visible_devices_envvar_when_unprivileged
+                .or(earlier.accept_nvidia_visible_devices_envvar_when_unprivileged),
+            accept_nvidia_visible_devices_as_volume_mounts: self
+                .accept_nvidia_visible_devices_as_volume_mounts
+                .or(earlier.accept_nvidia_visible_devices_as_volume_mounts),
+            annotation_prefixes: self.annotation_prefixes.or(earlier.annotation_prefixes),
+            cuda_compat_mode: self.cuda_compat_mode.or(earlier.cuda_compat_mode),
+            spec_dirs: self.spec_dirs.or(earlier.spec_dirs),
+            ..Config::default()
+        }
     }
 
     /// Which device requests count.
@@ -218,18 +233,60 @@ pub fn request_policy(env: &dyn Fn(&str) -> Option<String>) -> Result<RequestPol
     Config::read(env).map(|config| config.request_policy())
 }
 
-/// The config files read, lowest precedence first, and whether each is
-/// the user's own optional one.
-fn config_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<(PathBuf, bool)> {
-    if let Some(path) = env("GPURUN_CONFIG") {
-        return vec![(PathBuf::from(path), false)];
+/// One config file's text: gpurun's keys and the toolkit's sections it
+/// reads; other keys are passed over (debug line), a known key of the
+/// wrong type is an error naming the file, the line and the key.
+fn parse_file(path: &Path, text: &str) -> Result<Config> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        anyhow::anyhow!(
+            "{} is not a valid gpurun config: {}{}",
+            path.display(),
+            e.message().trim_end(),
+            at_line(text, e.span())
+        )
+    })?;
+    let unused: Vec<&str> = table
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !KNOWN.contains(k))
+        .collect();
+    if !unused.is_empty() {
+        tracing::debug!(
+            "{}: passing over keys gpurun does not use: {}",
+            path.display(),
+            unused.join(", ")
+        );
     }
-    let mut files = vec![(PathBuf::from("/etc/gpurun/config.toml"), false)];
+    toml::from_str::<Config>(text)
+        .map(Config::with_toolkit_sections)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a valid gpurun config: {}{}; see docs/config.md for each key's type",
+                path.display(),
+                e.message().trim_end(),
+                at_line(text, e.span())
+            )
+        })
+}
+
+/// " (line N)" for an error's byte span in `text`.
+fn at_line(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.and_then(|s| text.get(..s.start))
+        .map(|before| format!(" (line {})", before.matches('\n').count() + 1))
+        .unwrap_or_default()
+}
+
+/// The config files read, lowest precedence first, with their sources.
+fn config_files(env: &dyn Fn(&str) -> Option<String>) -> Vec<(PathBuf, Source)> {
+    if let Some(path) = env("GPURUN_CONFIG").filter(|p| !p.is_empty()) {
+        return vec![(PathBuf::from(path), Source::Named)];
+    }
+    let mut files = vec![(PathBuf::from("/etc/gpurun/config.toml"), Source::System)];
     let xdg = env("XDG_CONFIG_HOME")
         .map(PathBuf::from)
         .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config")));
     if let Some(dir) = xdg {
-        files.push((dir.join("gpurun/config.toml"), true));
+        files.push((dir.join("gpurun/config.toml"), Source::PerUser));
     }
     files
 }
@@ -309,7 +366,11 @@ mod tests {
         assert_eq!(roots.dev_root, PathBuf::from("/dev/env"));
         assert_eq!(roots.proc_root, PathBuf::from("/proc/flag"));
 
+        // A key gpurun does not use is passed over; one it uses must have
+        // its type.
         std::fs::write(&cfg, "driver_root = 1").unwrap();
+        assert!(Roots::resolve(&RootFlags::default(), &env).is_ok());
+        std::fs::write(&cfg, "driver-root = 1").unwrap();
         let err = Roots::resolve(&RootFlags::default(), &env).unwrap_err();
         assert!(
             err.to_string().contains("not a valid gpurun config"),
@@ -325,6 +386,7 @@ mod tests {
         let cfg = dir.join("config.toml");
         let path = cfg.to_string_lossy().into_owned();
         let env = |k: &str| (k == "GPURUN_CONFIG").then(|| path.clone());
+        std::fs::write(&cfg, "").unwrap();
         assert_eq!(request_policy(&env).unwrap(), RequestPolicy::default());
         std::fs::write(
             &cfg,
@@ -413,11 +475,115 @@ path = "nvidia-ctk"
 
     #[test]
     fn defaults_without_anything() {
-        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| "/nonexistent/config.toml".to_owned());
+        let empty = std::env::temp_dir().join(format!("roots-empty-{}", std::process::id()));
+        std::fs::write(&empty, "").unwrap();
+        let given = empty.to_string_lossy().into_owned();
+        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| given.clone());
         assert_eq!(
             Roots::resolve(&RootFlags::default(), &env).unwrap(),
             Roots::default()
         );
+        let _ = std::fs::remove_file(empty);
+    }
+
+    #[test]
+    fn a_named_config_that_is_missing_is_an_error() {
+        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| "/nonexistent/config.toml".to_owned());
+        let err = Roots::resolve(&RootFlags::default(), &env).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "GPURUN_CONFIG names /nonexistent/config.toml, which does not exist: create it, or unset GPURUN_CONFIG for the default files"
+        );
+    }
+
+    /// What `nvidia-ctk config default` writes (toolkit 1.17 to 1.20: the
+    /// `[features]` table, every section), as gpurun reads it: the keys it
+    /// uses taken, the rest passed over.
+    const TOOLKIT_DEFAULT: &str = r#"#accept-nvidia-visible-devices-as-volume-mounts = false
+#accept-nvidia-visible-devices-envvar-when-unprivileged = true
+disable-require = false
+supported-driver-capabilities = "compat32,compute,display,graphics,ngx,utility,video"
+#swarm-resource = "DOCKER_RESOURCE_GPU"
+
+[features]
+#allow-cuda-compat-libs-from-container = false
+#disable-cuda-compat-lib-hook = false
+#disable-imex-channel-creation = false
+#enable-cdi-in-runtime = false
+
+[nvidia-container-cli]
+#debug = "/var/log/nvidia-container-toolkit.log"
+environment = []
+#ldcache = "/etc/ld.so.cache"
+ldconfig = "@/sbin/ldconfig.real"
+load-kmods = true
+#no-cgroups = false
+#path = "/usr/bin/nvidia-container-cli"
+#root = "/run/nvidia/driver"
+#user = "root:video"
+
+[nvidia-container-runtime]
+#debug = "/var/log/nvidia-container-runtime.log"
+log-level = "info"
+mode = "auto"
+runtimes = ["runc", "crun"]
+
+[nvidia-container-runtime.modes]
+
+[nvidia-container-runtime.modes.cdi]
+annotation-prefixes = ["cdi.k8s.io/"]
+default-kind = "nvidia.com/gpu"
+spec-dirs = ["/etc/cdi", "/var/run/cdi"]
+
+[nvidia-container-runtime.modes.csv]
+mount-spec-path = "/etc/nvidia-container-runtime/host-files-for-container.d"
+
+[nvidia-container-runtime.modes.legacy]
+cuda-compat-mode = "ldconfig"
+
+[nvidia-container-runtime-hook]
+path = "nvidia-container-runtime-hook"
+skip-mode-detection = false
+
+[nvidia-ctk]
+path = "nvidia-ctk"
+"#;
+
+    #[test]
+    fn the_toolkits_default_config_is_read_as_is() {
+        let path = std::env::temp_dir().join(format!("roots-toolkit-{}", std::process::id()));
+        for (text, root) in [
+            (TOOLKIT_DEFAULT.to_owned(), "/"),
+            (TOOLKIT_DEFAULT.replace("#root = ", "root = "), "/run/nvidia/driver"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let given = path.to_string_lossy().into_owned();
+            let env = |k: &str| (k == "GPURUN_CONFIG").then(|| given.clone());
+            let config = Config::read(&env).unwrap();
+            let policy = config.request_policy();
+            assert_eq!(policy.annotation_prefixes, ["cdi.k8s.io/"]);
+            assert_eq!(policy.cuda_compat_mode, CudaCompatMode::Ldconfig);
+            let roots = Roots::from_config(&RootFlags::default(), &env, config);
+            assert_eq!(roots.driver_root, PathBuf::from(root));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_used_key_of_the_wrong_type_is_one_error_naming_it() {
+        let path = std::env::temp_dir().join(format!("roots-type-{}", std::process::id()));
+        std::fs::write(
+            &path,
+            "accept-nvidia-visible-devices-as-volume-mounts = \"yes\"\n[features]\nx = 1\n",
+        )
+        .unwrap();
+        let given = path.to_string_lossy().into_owned();
+        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| given.clone());
+        let err = Config::read(&env).unwrap_err().to_string();
+        let _ = std::fs::remove_file(&path);
+        assert!(err.contains("is not a valid gpurun config"), "{err}");
+        assert!(err.contains("boolean"), "{err}");
+        assert!(!err.contains('\n'), "one line: {err}");
     }
 
     #[test]

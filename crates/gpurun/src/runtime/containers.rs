@@ -103,39 +103,76 @@ fn try_lock(file: &std::fs::File) -> bool {
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
-/// A `flock` on a container's state directory: shared while an `exec`
-/// starts a process in the container, exclusive while `delete` takes it
-/// down. Without it a delete could remove the state and the cgroup between
-/// an exec's process joining the cgroup and its start, leaving that
-/// process waiting for a start that never comes, in a cgroup it made anew.
-pub struct ContainerLock(#[allow(dead_code)] std::fs::File);
-
-/// Takes a shared lock on `id`'s state directory, for an exec: None when
-/// there is no such directory (or a delete removed it while we waited), so
-/// loading the container then says it does not exist.
-pub fn lock_for_exec(root: &Path, id: &str) -> Option<ContainerLock> {
-    let dir = open_state_dir(root, id)?;
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    let locked = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_SH) == 0 };
-    (locked && still_linked(&dir)).then_some(ContainerLock(dir))
+/// Locks on a container's state directory that keep an `exec` and a
+/// `delete` of it apart: an exec holds the directory shared until its
+/// process has started, a delete holds it exclusively while it takes the
+/// container down. Without them a delete could remove the state and the
+/// cgroup between an exec's process joining the container and its start,
+/// leaving that process waiting for ever, in a cgroup it made anew. A gate
+/// file in the directory, taken exclusively for a moment by each exec and
+/// for the whole of a delete, lets a delete in past a stream of execs (a
+/// shared lock alone would starve it).
+pub struct ContainerLock {
+    _dir: std::fs::File,
+    _gate: Option<std::fs::File>,
 }
 
-/// Takes the exclusive lock on `id`'s state directory, for a delete,
-/// waiting up to ten seconds for execs under way (an exec into a paused
-/// container can hold it for as long as the pause lasts: the delete then
-/// goes on without it).
+/// The gate's name in the state directory.
+const EXEC_GATE: &str = "gpurun-exec-gate";
+
+/// How long either side waits for the other before going on without the
+/// lock: an exec into a paused container holds its lock for as long as the
+/// pause lasts.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Takes the shared lock for an exec: None where there is no state
+/// directory (or a delete removed it while we waited), so that loading the
+/// container then says it does not exist.
+pub fn lock_for_exec(root: &Path, id: &str) -> Option<ContainerLock> {
+    let dir = open_state_dir(root, id)?;
+    let gate = open_gate(root, id);
+    let gate_held = gate
+        .as_ref()
+        .is_some_and(|g| flock_patiently(g, libc::LOCK_EX, id));
+    let locked = flock_patiently(&dir, libc::LOCK_SH, id);
+    if gate_held {
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        unsafe { libc::flock(gate.as_ref().map_or(-1, |g| g.as_raw_fd()), libc::LOCK_UN) };
+    }
+    (locked && still_linked(&dir)).then_some(ContainerLock {
+        _dir: dir,
+        _gate: None,
+    })
+}
+
+/// Takes the exclusive lock for a delete: the gate first (no new exec
+/// starts), then the directory (the execs under way have started).
 pub fn lock_for_delete(root: &Path, id: &str) -> Option<ContainerLock> {
     let dir = open_state_dir(root, id)?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let gate = open_gate(root, id);
+    if let Some(gate) = &gate {
+        flock_patiently(gate, libc::LOCK_EX, id);
+    }
+    flock_patiently(&dir, libc::LOCK_EX, id).then_some(ContainerLock {
+        _dir: dir,
+        _gate: gate,
+    })
+}
+
+/// `flock(op | LOCK_NB)` retried for `LOCK_PATIENCE`; false (with a
+/// warning) when the other side held it all that time.
+fn flock_patiently(file: &std::fs::File, op: libc::c_int, id: &str) -> bool {
+    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
     loop {
-        if try_lock(&dir) {
-            return Some(ContainerLock(dir));
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+            return true;
         }
         if std::time::Instant::now() > deadline {
-            tracing::warn!("an exec into {id:?} holds it: deleting without waiting for it");
-            return None;
+            tracing::warn!("container {id:?} stayed locked by another gpurun: going on without the lock");
+            return false;
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
 }
 
@@ -145,6 +182,19 @@ fn open_state_dir(root: &Path, id: &str) -> Option<std::fs::File> {
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(state_dir(root, id))
+        .ok()
+}
+
+/// The gate file, made on first use (its owner is the container's).
+fn open_gate(root: &Path, id: &str) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+        .open(state_dir(root, id).join(EXEC_GATE))
         .ok()
 }
 

@@ -50,13 +50,39 @@ fn is_our_link(link: &Path, binary: &Path) -> bool {
         && fs::read_link(link).is_ok_and(|target| target == binary)
 }
 
+/// A link to some gpurun (another install's setup made it).
+fn is_a_gpurun_link(link: &Path) -> bool {
+    fs::read_link(link).is_ok_and(|target| target.file_name().is_some_and(|n| n == "gpurun"))
+}
+
+/// The NVIDIA Container Toolkit's own hook, where one is installed: an
+/// executable of the hook's name on PATH or in the directories packages
+/// put it in, that is not gpurun's link.
+fn installed_toolkit_hook(binary: &Path) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin"].map(PathBuf::from))
+        .map(|dir| dir.join(DOCKER_HOOK))
+        .find(|hook| hook.is_file() && !is_our_link(hook, binary) && !is_a_gpurun_link(hook))
+}
+
 /// Docker's `--gpus` needs an executable of the toolkit hook's name on
 /// dockerd's PATH; gpurun's is a link to itself that refuses to run as a
-/// hook (see main.rs), since gpurun does the work as the runtime.
+/// hook (see main.rs), since gpurun does the work as the runtime. Where the
+/// toolkit's hook is installed no link is made: dockerd could find gpurun's
+/// first, and `--gpus` under runc or the toolkit's runtime would then fail.
 pub fn install_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()> {
     let link = dir.join(DOCKER_HOOK);
     if is_our_link(&link, binary) {
         println!("{} already links to {}", link.display(), binary.display());
+        return Ok(());
+    }
+    if let Some(toolkit) = installed_toolkit_hook(binary) {
+        println!(
+            "the NVIDIA Container Toolkit's {} is installed: no link made beside it (dockerd accepts --gpus through it; \
+             under --runtime=gpurun gpurun drops that hook and injects the GPUs itself)",
+            toolkit.display()
+        );
         return Ok(());
     }
     match fs::symlink_metadata(&link) {

@@ -1,0 +1,107 @@
+#!/bin/sh
+# Today's engines end to end: Docker 28, containerd 2.x and Podman 5 from
+# Debian unstable (scripts/current-engines.sh: a root of their own, entered
+# with a private mount namespace and pivot_root), on this host's kernel and
+# cgroups, with the fake GPU host and local images made here first.
+# Usage: integration/current-engines.sh [GPURUN]   (as root; prints "N passed, M failed")
+set -eu
+cd "$(dirname "$0")/.."
+if [ "${1:-}" != --inside ]; then
+  gpurun=${1:-$PWD/target/debug/gpurun}
+  [ "$(id -u)" = 0 ] || { echo "current-engines.sh: run as root" >&2; exit 1; }
+  sh scripts/install-deps.sh
+  sh scripts/current-engines.sh build >/dev/null
+  work=$(mktemp -d /tmp/gpurun-current.XXXXXX)
+  trap 'rm -rf "$work"' EXIT INT TERM
+  . integration/lib/common.sh
+  make_fixtures
+  sh scripts/current-engines.sh versions | sed 's/^/current-engines: /'
+  rc=0
+  sh scripts/current-engines.sh enter sh integration/current-engines.sh --inside "$gpurun" "$work" || rc=$?
+  exit "$rc"
+fi
+
+# Inside the unstable root from here on.
+gpurun=$2 work=$3
+pids=""
+. integration/lib/common.sh
+trap 'stop_engines' EXIT INT TERM
+host="$work/fx/host"
+bb=gpurun-test/busybox
+glibc=gpurun-test/glibc
+nodes='ls /dev/nvidia[0-9]* | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=$?'
+set +e
+
+# --- Docker 28 ---------------------------------------------------------
+sock="$work/docker.sock"
+write_daemon_json
+mkdir -p "$work/hooks"
+"$gpurun" setup docker --config "$work/daemon.json" --binary "$gpurun" --hook-dir "$work/hooks" >/dev/null
+PATH="$work/hooks:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
+  dockerd --config-file "$work/daemon.json" > "$work/dockerd.log" 2>&1 &
+pids="$!"
+docker() { /usr/bin/docker -H "unix://$sock" "$@"; }
+if wait_for docker version; then
+  docker load -i "$work/busybox.tar" >/dev/null
+  docker load -i "$work/glibc.tar" >/dev/null
+  out=$(docker run --rm --runtime=gpurun "$bb" sh -c 'echo x > /dev/full; echo rc=$?' 2>&1)
+  check_contains "docker 28: a plain container under its default device rules" "rc=1" "$out"
+  docker run --rm --runtime=gpurun "$bb" sh -c 'exit 7'
+  check "docker 28: exit 7 exits 7" 7 "$?"
+  docker run --rm --runtime=runc "$bb" true
+  check "docker 28: runc 1.3 beside it" 0 "$?"
+  out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c "$nodes" 2>"$work/err")
+  check "docker 28 --gpus device=0 (hook path): GPU 0 only, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
+  out=$(docker run --rm --runtime=gpurun --gpus all "$glibc" sh -c "$nodes" 2>"$work/err")
+  check "docker 28 --gpus all (hook path): both GPUs" "/dev/nvidia0 /dev/nvidia1 smi=9" "$out"
+else
+  check "dockerd 28 starts" started "$(tail -3 "$work/dockerd.log")"
+fi
+stop_engines; pids=""
+
+# --- containerd 2.x ----------------------------------------------------
+sock="$work/ctd.sock"
+containerd config default > "$work/ctd.toml"
+out=$("$gpurun" setup containerd --config "$work/ctd.toml" --binary "$gpurun" 2>&1)
+check_contains "setup containerd on containerd 2's default config" "registered runtime" "$out"
+check "setup containerd keeps version 3" "version = 3" "$(grep -m1 '^version' "$work/ctd.toml")"
+# Its own root, state and socket; the rest as `config default` wrote it.
+sed -i -e "s|^root = .*|root = '$work/ctd-root'|" -e "s|^state = .*|state = '$work/ctd-state'|" \
+  -e "/^\[grpc\]/,/^\[/ s|^\( *\)address = .*|\1address = '$sock'|" "$work/ctd.toml"
+dump=$(containerd --config "$work/ctd.toml" config dump 2>&1)
+check_contains "containerd 2 reads the runtime setup wrote" "BinaryName = '$gpurun'" "$dump"
+GPURUN_CONFIG="$work/gpurun.toml" containerd --config "$work/ctd.toml" > "$work/containerd.log" 2>&1 &
+pids="$!"
+ctr() { /usr/bin/ctr -a "$sock" -n gpurun "$@"; }
+if wait_for ctr version; then
+  ctr image import "$work/busybox.tar" >/dev/null
+  ctr image import "$work/glibc.tar" >/dev/null
+  ctr run --rm --runc-binary "$gpurun" "docker.io/$bb:latest" c1 sh -c 'exit 5'
+  check "containerd 2: ctr run exits 5" 5 "$?"
+  out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=1 \
+    "docker.io/$glibc:latest" c2 sh -c "$nodes" 2>"$work/err")
+  check "containerd 2: a GPU by the device plugin's env" "/dev/nvidia1 smi=9" "$out"
+else
+  check "containerd 2 starts" started "$(tail -3 "$work/containerd.log")"
+fi
+stop_engines; pids=""
+
+# --- Podman 5 ----------------------------------------------------------
+export PODMAN_IGNORE_CGROUPSV1_WARNING=1
+podman() {
+  /usr/bin/podman --root "$work/pm-root" --runroot "$work/pm-run" --storage-driver vfs \
+    --cgroup-manager cgroupfs --events-backend file --runtime "$gpurun" "$@"
+}
+podman load -i "$work/busybox.tar" >/dev/null 2>&1
+podman load -i "$work/glibc.tar" >/dev/null 2>&1
+podman run --rm --network none "$bb" sh -c 'exit 4'
+check "podman 5: run exits 4" 4 "$?"
+mkdir -p "$work/cdi"
+GPURUN_CONFIG="$work/gpurun.toml" "$gpurun" gpu cdi -o "$work/cdi/nvidia.yaml" >/dev/null 2>&1
+out=$(GPURUN_CONFIG="$work/gpurun.toml" podman --cdi-spec-dir "$work/cdi" run --rm --network none \
+  --device nvidia.com/gpu=0 "$glibc" sh -c "$nodes" 2>"$work/err")
+check "podman 5 --device nvidia.com/gpu=0 (CDI): GPU 0, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
+podman rm -af >/dev/null 2>&1
+podman system reset -f >/dev/null 2>&1
+
+summary "current-engines"
