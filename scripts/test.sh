@@ -15,6 +15,10 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 # the numbered patches their GPURUN-PATCH.md list.
 sh scripts/check-fork.sh
 mark "built, fmt, clippy, fork checked"
+# The .deb as a user gets it: lintian, then installed in a clean Debian 12
+# root (its Depends computed from the binary), --version and features.
+sh scripts/check-deb.sh target/debug/gpurun
+mark "package checked"
 # No module circle in any crate; the binary's layers point one way.
 python3 scripts/check-layers.py
 # (Each fuzz target's kept corpus is replayed here too, on stable:
@@ -28,8 +32,10 @@ cargo test --locked --manifest-path crates/vendor/libcgroups/Cargo.toml --featur
   --skip systemd::manager::tests::test_error_thrown_if_process_never_added_to_cgroup
 mark "libcgroups unit tests"
 # End-to-end suites against real engines and schedulers (systemd.sh in a
-# 6.12 VM with systemd as PID 1, every case); each prints "N passed, M
-# failed" and fails the run if any check failed.
+# 6.12 VM with systemd as PID 1, every case; current-engines.sh against
+# Debian unstable's Docker 28, containerd 2 and Podman 5 in a root of their
+# own); each prints "N passed, M failed" and fails the run if any check
+# failed.
 for suite in integration/*.sh; do
   sh "$suite" "$PWD/target/debug/gpurun"
   mark "$suite"

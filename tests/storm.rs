@@ -252,7 +252,10 @@ fn execs_racing_a_delete_leave_nothing() {
     let only: Option<String> = env_number("GPURUN_EXEC_STORM_WHO");
     let _hogs = CpuHogs::start();
     for (rt, _bundle, b) in sleepers() {
-        if only.as_ref().is_some_and(|w| !format!("{:?}", rt.who).starts_with(w.as_str())) {
+        if only
+            .as_ref()
+            .is_some_and(|w| !format!("{:?}", rt.who).starts_with(w.as_str()))
+        {
             continue;
         }
         for round in 0..rounds {

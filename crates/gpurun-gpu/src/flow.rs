@@ -116,3 +116,99 @@ pub fn resolve(
     let plan = plan::make(&inv, &request, rootfs)?;
     Ok((request, Some((inv, plan))))
 }
+
+/// What a container's config, and where it is started, say it gets: the
+/// one decision `create` carries out and `gpu plan` prints.
+#[derive(Debug)]
+pub enum Decision {
+    /// NVIDIA's CDI edits are in the spec (applied by the engine, or just
+    /// now from a CDI spec on this host): they say what the container
+    /// gets, their hooks are done natively, and gpurun's own request adds
+    /// nothing. `request.sources` are the requests that were passed over.
+    CdiEdits { request: Request },
+    /// gpurun's own plan.
+    Planned {
+        request: Request,
+        inventory: Box<Inventory>,
+        plan: Box<Plan>,
+    },
+    /// No GPU.
+    Nothing { request: Request },
+}
+
+impl Decision {
+    pub fn request(&self) -> &Request {
+        match self {
+            Decision::CdiEdits { request }
+            | Decision::Planned { request, .. }
+            | Decision::Nothing { request } => request,
+        }
+    }
+}
+
+/// Where a container is being started, beyond its config.
+pub struct Surroundings<'a> {
+    /// `gpurun run --gpus`: the invoker's own request, which counts
+    /// whatever the shared-node settings say of a tenant's env.
+    pub gpus_flag: bool,
+    /// Inside a Slurm job, a container that asks for no GPU gets the job's.
+    pub slurm_gpus_by_default: bool,
+    /// The step slurmstepd started us in (`srun --container`), when
+    /// Slurm's environment is not there.
+    pub slurm_step: Option<&'a slurm::StepCgroup>,
+    pub rootfs: &'a Path,
+    pub cache_dir: Option<&'a Path>,
+}
+
+/// The GPU decision for `spec`: the request (the config's policy, with
+/// `--gpus` counting), CDI devices from this host's specs injected into
+/// `spec`, NVIDIA's CDI edits taken as the answer where present, and
+/// otherwise a Slurm job's allocation and gpurun's plan. `roots` and
+/// `policy` are read only when needed: a container that asks for no GPU
+/// reads no config file.
+pub fn decide(
+    spec: &mut oci_spec::runtime::Spec,
+    roots: impl FnOnce() -> Result<Roots>,
+    policy: impl FnOnce() -> Result<crate::request::RequestPolicy>,
+    around: &Surroundings,
+) -> Result<Decision> {
+    let request = crate::request::from_spec(spec, || {
+        let mut policy = policy()?;
+        policy.accept_envvar_unprivileged |= around.gpus_flag;
+        Ok(policy)
+    })?;
+    if !request.cdi_devices.is_empty() {
+        crate::cdi_registry::inject(spec, &request.cdi_devices)?;
+    }
+    if crate::cdi_hooks::carries_nvidia_cdi_edits(spec) {
+        return Ok(Decision::CdiEdits { request });
+    }
+    // Inside a step started for `srun --container`, the step's device
+    // cgroup says which GPUs it holds; only a bundle that says `void`
+    // itself opts out.
+    let says_void = crate::request::environment(spec)
+        .get("NVIDIA_VISIBLE_DEVICES")
+        .is_some_and(|v| matches!(v.trim(), "" | "void"));
+    let job = match SlurmJob::from_env(around.slurm_gpus_by_default)? {
+        Some(job) => Some(job),
+        None => around
+            .slurm_step
+            .filter(|_| !says_void)
+            .map(SlurmJob::from_step),
+    };
+    let (request, planned) = resolve(
+        roots,
+        request,
+        job.as_ref(),
+        Some(around.rootfs),
+        around.cache_dir,
+    )?;
+    Ok(match planned {
+        Some((inventory, plan)) => Decision::Planned {
+            request,
+            inventory: Box::new(inventory),
+            plan: Box::new(plan),
+        },
+        None => Decision::Nothing { request },
+    })
+}

@@ -554,7 +554,10 @@ path = "nvidia-ctk"
         let path = std::env::temp_dir().join(format!("roots-toolkit-{}", std::process::id()));
         for (text, root) in [
             (TOOLKIT_DEFAULT.to_owned(), "/"),
-            (TOOLKIT_DEFAULT.replace("#root = ", "root = "), "/run/nvidia/driver"),
+            (
+                TOOLKIT_DEFAULT.replace("#root = ", "root = "),
+                "/run/nvidia/driver",
+            ),
         ] {
             std::fs::write(&path, text).unwrap();
             let given = path.to_string_lossy().into_owned();

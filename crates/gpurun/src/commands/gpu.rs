@@ -89,94 +89,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                 println!("{}\tfirmware", f.host_path.display());
             }
         }
-        GpuCommand::Plan { bundle, json } => {
-            let spec = prepare::load_spec(&bundle)?;
-            let rootfs = prepare::rootfs_of(&spec, &bundle)?;
-            let req = request::from_spec(&spec, driver_paths::request_policy)?;
-            let source = req.sources.first().cloned();
-            let ignored = req.ignored.clone();
-            // As `create` would plan it: inside a Slurm job, bounded by it.
-            let job = flow::SlurmJob::from_env(false)?;
-            let (_, planned) = flow::resolve(
-                || Ok(roots.clone()),
-                req,
-                job.as_ref(),
-                Some(&rootfs),
-                Some(&ctx.root.join(flow::CACHE_DIR)),
-            )?;
-            let Some((_, plan)) = planned else {
-                if json {
-                    println!("null");
-                } else {
-                    if ignored.is_empty() {
-                        println!(
-                            "no GPU requested: NVIDIA_VISIBLE_DEVICES is unset, empty or void"
-                        );
-                    } else {
-                        println!("no GPU request counts:");
-                    }
-                    for i in &ignored {
-                        println!("ignored        {} {:?}: {}", i.source, i.value, i.reason);
-                    }
-                }
-                return Ok(());
-            };
-            if json {
-                println!("{}", serde_json::to_string_pretty(&plan)?);
-                return Ok(());
-            }
-            if let Some(source) = source {
-                println!("Request from:  {source}");
-            }
-            for i in &ignored {
-                println!("ignored        {} {:?}: {}", i.source, i.value, i.reason);
-            }
-            let gpus: Vec<String> = plan
-                .gpus
-                .iter()
-                .map(|g| format!("{} ({})", g.index, g.uuid))
-                .collect();
-            println!(
-                "GPUs:          {}",
-                if gpus.is_empty() {
-                    "none".into()
-                } else {
-                    gpus.join(", ")
-                }
-            );
-            let caps: Vec<&str> = plan.capabilities.iter().map(|c| c.name()).collect();
-            println!("Capabilities:  {}", caps.join(","));
-            for n in &plan.device_nodes {
-                println!("device         {} (c {}:{})", n.path, n.major, n.minor);
-            }
-            for m in &plan.mounts {
-                println!(
-                    "mount          {} <- {}",
-                    m.destination.display(),
-                    m.source.display()
-                );
-            }
-            for e in &plan.env {
-                println!("env            {e}");
-            }
-            for e in &plan.ldcache {
-                println!("ld.so.cache    {} => {}", e.name, e.path);
-            }
-            if let Some(copy) = &plan.proc_driver_nvidia {
-                println!("masked         /proc/driver/nvidia");
-                for bus in &copy.gpus {
-                    println!("mount          /proc/driver/nvidia/gpus/{bus} (read-only)");
-                }
-            }
-            if let Some(compat) = &plan.cuda_compat {
-                println!(
-                    "CUDA compat    {} {}: {}",
-                    compat.library.display(),
-                    if compat.used { "used" } else { "not used" },
-                    compat.why
-                );
-            }
-        }
+        GpuCommand::Plan { bundle, json } => plan(ctx, roots, &bundle, json)?,
         GpuCommand::Verify { .. } => unreachable!("dispatched to verify::verify"),
         GpuCommand::Cdi {
             output,
@@ -210,6 +123,181 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                 None => print!("{text}"),
             }
         }
+    }
+    Ok(())
+}
+
+/// `gpu plan BUNDLE`: what `create` of that bundle would give it, from the
+/// same decision (`flow::decide`), here and now: CDI devices from this
+/// host's specs, NVIDIA's CDI edits, a Slurm job or step, the config.
+fn plan(ctx: &Ctx, roots: gpurun_gpu::Roots, bundle: &std::path::Path, json: bool) -> Result<()> {
+    let mut spec = prepare::load_spec(bundle)?;
+    let rootfs = prepare::rootfs_of(&spec, bundle)?;
+    let user_spec = spec.clone();
+    let store = ctx.root.join(flow::CACHE_DIR);
+    let slurm_step = if std::env::var_os("SLURM_JOB_ID").is_none() {
+        fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|text| gpurun_gpu::slurm::StepCgroup::parse(&text))
+    } else {
+        None
+    };
+    let around = flow::Surroundings {
+        gpus_flag: false,
+        slurm_gpus_by_default: false,
+        slurm_step: slurm_step.as_ref(),
+        rootfs: &rootfs,
+        cache_dir: Some(&store),
+    };
+    let decision = flow::decide(
+        &mut spec,
+        || Ok(roots),
+        driver_paths::request_policy,
+        &around,
+    )?;
+    match decision {
+        flow::Decision::Planned { request, plan, .. } => print_plan(&request, &plan, json),
+        flow::Decision::CdiEdits { request } => print_cdi_edits(&request, &user_spec, &spec, json),
+        flow::Decision::Nothing { request } => {
+            if json {
+                println!("null");
+                return Ok(());
+            }
+            if request.ignored.is_empty() {
+                println!("no GPU requested: NVIDIA_VISIBLE_DEVICES is unset, empty or void");
+            } else {
+                println!("no GPU request counts:");
+            }
+            for i in &request.ignored {
+                println!("ignored        {} {:?}: {}", i.source, i.value, i.reason);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// NVIDIA's CDI edits as the container gets them: its device nodes, the
+/// mounts the CDI devices added, its env; the hooks are done natively.
+fn print_cdi_edits(
+    request: &request::Request,
+    user_spec: &libcontainer::oci_spec::runtime::Spec,
+    spec: &libcontainer::oci_spec::runtime::Spec,
+    json: bool,
+) -> Result<()> {
+    let devices: Vec<String> = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.devices().as_ref())
+        .map(|d| d.iter().map(|d| d.path().display().to_string()).collect())
+        .unwrap_or_default();
+    let before: Vec<&std::path::Path> = user_spec
+        .mounts()
+        .iter()
+        .flatten()
+        .map(|m| m.destination().as_path())
+        .collect();
+    let mounts: Vec<(String, String)> = spec
+        .mounts()
+        .iter()
+        .flatten()
+        .filter(|m| !before.contains(&m.destination().as_path()))
+        .map(|m| {
+            let source = m.source().as_ref().map(|s| s.display().to_string());
+            (
+                m.destination().display().to_string(),
+                source.unwrap_or_default(),
+            )
+        })
+        .collect();
+    let cdi: Vec<&str> = request
+        .cdi_devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    if json {
+        let mounts: Vec<serde_json::Value> = mounts
+            .iter()
+            .map(|(d, s)| serde_json::json!({"destination": d, "source": s}))
+            .collect();
+        let view = serde_json::json!({"cdiEdits": {
+            "cdiDevices": cdi, "deviceNodes": devices, "addedMounts": mounts,
+            "ignoredRequests": request.sources,
+        }});
+        println!("{}", serde_json::to_string_pretty(&view)?);
+        return Ok(());
+    }
+    println!("NVIDIA's CDI edits say what this container gets; their hooks are done natively");
+    for name in cdi {
+        println!("CDI device     {name}");
+    }
+    for source in &request.sources {
+        println!("ignored        the GPU request from {source}: the CDI edits win");
+    }
+    for d in devices {
+        println!("device         {d}");
+    }
+    for (destination, source) in mounts {
+        println!("mount          {destination} <- {source}");
+    }
+    Ok(())
+}
+
+/// gpurun's own plan, as text or JSON.
+fn print_plan(request: &request::Request, plan: &gpurun_gpu::plan::Plan, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(plan)?);
+        return Ok(());
+    }
+    if let Some(source) = request.sources.first() {
+        println!("Request from:  {source}");
+    }
+    for i in &request.ignored {
+        println!("ignored        {} {:?}: {}", i.source, i.value, i.reason);
+    }
+    let gpus: Vec<String> = plan
+        .gpus
+        .iter()
+        .map(|g| format!("{} ({})", g.index, g.uuid))
+        .collect();
+    println!(
+        "GPUs:          {}",
+        if gpus.is_empty() {
+            "none".into()
+        } else {
+            gpus.join(", ")
+        }
+    );
+    let caps: Vec<&str> = plan.capabilities.iter().map(|c| c.name()).collect();
+    println!("Capabilities:  {}", caps.join(","));
+    for n in &plan.device_nodes {
+        println!("device         {} (c {}:{})", n.path, n.major, n.minor);
+    }
+    for m in &plan.mounts {
+        println!(
+            "mount          {} <- {}",
+            m.destination.display(),
+            m.source.display()
+        );
+    }
+    for e in &plan.env {
+        println!("env            {e}");
+    }
+    for e in &plan.ldcache {
+        println!("ld.so.cache    {} => {}", e.name, e.path);
+    }
+    if let Some(copy) = &plan.proc_driver_nvidia {
+        println!("masked         /proc/driver/nvidia");
+        for bus in &copy.gpus {
+            println!("mount          /proc/driver/nvidia/gpus/{bus} (read-only)");
+        }
+    }
+    if let Some(compat) = &plan.cuda_compat {
+        println!(
+            "CUDA compat    {} {}: {}",
+            compat.library.display(),
+            if compat.used { "used" } else { "not used" },
+            compat.why
+        );
     }
     Ok(())
 }

@@ -169,7 +169,9 @@ fn flock_patiently(file: &std::fs::File, op: libc::c_int, id: &str) -> bool {
             return true;
         }
         if std::time::Instant::now() > deadline {
-            tracing::warn!("container {id:?} stayed locked by another gpurun: going on without the lock");
+            tracing::warn!(
+                "container {id:?} stayed locked by another gpurun: going on without the lock"
+            );
             return false;
         }
         std::thread::sleep(std::time::Duration::from_millis(2));

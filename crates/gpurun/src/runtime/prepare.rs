@@ -14,7 +14,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use gpurun_gpu::apply::{self, Phase};
 use gpurun_gpu::slurm::StepCgroup;
-use gpurun_gpu::{cdi_hooks, cdi_registry, flow, request};
+use gpurun_gpu::{cdi_hooks, flow, request};
 
 use crate::runtime::context::Settings;
 use crate::runtime::logging::Step;
@@ -215,7 +215,9 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
 
 /// The GPU flow: request → inventory → plan → apply, as spec edits that
 /// libcontainer carries out in the container's init. Runs before anything
-/// is cloned, so a bad request fails with nothing to clean up.
+/// is cloned, so a bad request fails with nothing to clean up. What the
+/// container gets is `flow::decide`'s, as `gpu plan` prints it; this
+/// carries it out, with the logging.
 fn apply_gpu(
     spec: &mut Spec,
     opts: &CreateOptions,
@@ -223,41 +225,29 @@ fn apply_gpu(
     slurm_step: Option<&StepCgroup>,
 ) -> Result<()> {
     logging::start_steps();
-    // `gpurun run --gpus` is the invoker's own request, not the image's or
-    // a tenant's env: it counts whatever the shared-node settings say.
-    let gpus_flag = opts
-        .extra_env
-        .iter()
-        .any(|e| e.starts_with("NVIDIA_VISIBLE_DEVICES="));
-    let req = request::from_spec(spec, || {
-        let mut policy = driver_paths::request_policy()?;
-        policy.accept_envvar_unprivileged |= gpus_flag;
-        Ok(policy)
-    })?;
+    let store = opts.root.join(flow::CACHE_DIR);
+    let around = flow::Surroundings {
+        gpus_flag: opts
+            .extra_env
+            .iter()
+            .any(|e| e.starts_with("NVIDIA_VISIBLE_DEVICES=")),
+        slurm_gpus_by_default: opts.slurm_gpus_by_default,
+        slurm_step,
+        rootfs,
+        cache_dir: Some(&store),
+    };
+    let decision = flow::decide(
+        spec,
+        || driver_paths::resolve(opts.settings),
+        driver_paths::request_policy,
+        &around,
+    )?;
+    let req = decision.request();
     for ignored in &req.ignored {
         tracing::warn!("{ignored}");
     }
-    // CDI devices a spec on this host defines (containerd 1.6 and the
-    // device plugin pass them as annotations): their edits, as the
-    // engines that resolve CDI themselves would have applied them.
-    if !req.cdi_devices.is_empty() {
-        cdi_registry::inject(spec, &req.cdi_devices)?;
-        let shown: Vec<String> = req
-            .cdi_devices
-            .iter()
-            .map(|d| format!("{} ({})", d.name, d.spec))
-            .collect();
-        tracing::debug!(
-            target: "gpurun::steps",
-            "{} CDI devices resolved from specs and their edits applied: {}",
-            Step::GpuRequest.number(),
-            shown.join(", ")
-        );
-    }
-    // NVIDIA's CDI edits, applied by the engine or just above: their hooks
-    // are done here, and gpurun's own request path adds nothing on top.
-    let cdi_applied = cdi_hooks::carries_nvidia_cdi_edits(spec);
-    let store = opts.root.join(flow::CACHE_DIR);
+    log_cdi_devices(req);
+    // NVIDIA's CDI hooks, wherever the spec carries them, are done here.
     if let Some(done) = cdi_hooks::apply(spec, rootfs, &store, &cdi_hooks::HostFacts::read())? {
         let_a_user_namespace_reach_the_store(spec, opts.root)?;
         tracing::debug!(
@@ -270,42 +260,57 @@ fn apply_gpu(
             tracing::warn!("{skipped}");
         }
     }
-    if cdi_applied {
-        if req.wants_gpu() {
-            for source in &req.sources {
-                tracing::warn!(
-                    "ignoring the GPU request from {source}: NVIDIA's CDI edits are applied, and they say what this container gets"
-                );
+    let plan = match &decision {
+        flow::Decision::Planned { plan, .. } => plan,
+        flow::Decision::CdiEdits { request } => {
+            if request.wants_gpu() {
+                for source in &request.sources {
+                    tracing::warn!(
+                        "ignoring the GPU request from {source}: NVIDIA's CDI edits are applied, and they say what this container gets"
+                    );
+                }
             }
+            apply::drop_prestart_hooks(spec, &request.docker_hooks);
+            return Ok(());
         }
-        apply::drop_prestart_hooks(spec, &req.docker_hooks);
-        return Ok(());
-    }
-    // Inside a step started for `srun --container`, the step's device
-    // cgroup says which GPUs it holds; only a bundle that says `void`
-    // itself opts out.
-    let says_void = request::environment(spec)
-        .get("NVIDIA_VISIBLE_DEVICES")
-        .is_some_and(|v| matches!(v.trim(), "" | "void"));
-    let job = match flow::SlurmJob::from_env(opts.slurm_gpus_by_default)? {
-        Some(job) => Some(job),
-        None => slurm_step
-            .filter(|_| !says_void)
-            .map(flow::SlurmJob::from_step),
-    };
-    let (req, planned) = flow::resolve(
-        || driver_paths::resolve(opts.settings),
-        req,
-        job.as_ref(),
-        Some(rootfs),
-        Some(&opts.root.join(flow::CACHE_DIR)),
-    )?;
-    let Some((_, plan)) = planned else {
         // Docker's toolkit hook without a GPU request: nothing to do, and
         // the hook must not run.
-        apply::drop_prestart_hooks(spec, &req.docker_hooks);
-        return Ok(());
+        flow::Decision::Nothing { request } => {
+            apply::drop_prestart_hooks(spec, &request.docker_hooks);
+            return Ok(());
+        }
     };
+    apply_plan(spec, plan, opts, rootfs, &store)
+}
+
+/// CDI devices a spec on this host defines (containerd 1.6 and the device
+/// plugin pass them as annotations), whose edits `decide` applied as the
+/// engines that resolve CDI themselves would have.
+fn log_cdi_devices(req: &request::Request) {
+    if req.cdi_devices.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = req
+        .cdi_devices
+        .iter()
+        .map(|d| format!("{} ({})", d.name, d.spec))
+        .collect();
+    tracing::debug!(
+        target: "gpurun::steps",
+        "{} CDI devices resolved from specs and their edits applied: {}",
+        Step::GpuRequest.number(),
+        shown.join(", ")
+    );
+}
+
+/// gpurun's own plan, carried out as spec edits, each phase logged.
+fn apply_plan(
+    spec: &mut Spec,
+    plan: &gpurun_gpu::plan::Plan,
+    opts: &CreateOptions,
+    rootfs: &Path,
+    store: &Path,
+) -> Result<()> {
     let gpus: Vec<String> = plan
         .gpus
         .iter()
@@ -320,7 +325,7 @@ fn apply_gpu(
         caps.join(","),
         plan.driver_version
     );
-    let applied = apply::apply(spec, &plan, rootfs, &store, &mut |phase, a| {
+    let applied = apply::apply(spec, plan, rootfs, store, &mut |phase, a| {
         let (step, what) = match phase {
             Phase::DeviceNodes => (
                 Step::DeviceNodes,
