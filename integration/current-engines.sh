@@ -59,6 +59,35 @@ else
 fi
 stop_engines; pids=""
 
+# Docker 28 with CDI: NVIDIA's CDI spec in its CDI directory and
+# nvidia-cdi-hook on its PATH (a stand-in that records any call: gpurun
+# does the hooks natively, so none comes). `--device nvidia.com/gpu=N`
+# makes dockerd apply the spec's edits; gpurun completes them, once: the
+# library is one mount (gpurun's own plan binds its SONAME name too, so a
+# second injection would show), and NVIDIA_VISIBLE_DEVICES is the spec's
+# void. (Debian's 28.5.2 here took the toolkit-hook path for --gpus when
+# both hook names were on its PATH, and refused --gpus with only
+# nvidia-cdi-hook there.)
+mkdir -p "$work/cdi" "$work/cdi-bin"
+GPURUN_CONFIG="$work/gpurun.toml" "$gpurun" gpu cdi --hook-program nvidia-cdi-hook -o "$work/cdi/nvidia.json" >/dev/null
+printf '#!/bin/sh\necho "$@" >> %s/cdi-hook-ran\n' "$work" > "$work/cdi-bin/nvidia-cdi-hook"
+chmod 755 "$work/cdi-bin/nvidia-cdi-hook"
+jq --arg d "$work/cdi" '. + {"cdi-spec-dirs": [$d], "features": {"cdi": true}}' "$work/daemon.json" > "$work/daemon-cdi.json"
+PATH="$work/cdi-bin:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
+  dockerd --config-file "$work/daemon-cdi.json" > "$work/dockerd-cdi.log" 2>&1 &
+pids="$!"
+once='ls /dev/nvidia[0-9]* | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=$?; grep -c "libnvidia-ml.so" /proc/self/mountinfo; echo "$NVIDIA_VISIBLE_DEVICES"'
+if wait_for docker version; then
+  out=$(docker run --rm --runtime=gpurun --device nvidia.com/gpu=1 "$glibc" sh -c "$once" 2>"$work/err")
+  check "docker 28 --device nvidia.com/gpu=1 (CDI): GPU 1 once" "/dev/nvidia1 smi=9
+1
+void" "$out"
+  check "docker 28 CDI: no hook process ran" "" "$(cat "$work/cdi-hook-ran" 2>/dev/null)"
+else
+  check "dockerd 28 with CDI starts" started "$(tail -3 "$work/dockerd-cdi.log")"
+fi
+stop_engines; pids=""
+
 # --- containerd 2.x ----------------------------------------------------
 sock="$work/ctd.sock"
 containerd config default > "$work/ctd.toml"
@@ -96,9 +125,9 @@ podman load -i "$work/busybox.tar" >/dev/null 2>&1
 podman load -i "$work/glibc.tar" >/dev/null 2>&1
 podman run --rm --network none "$bb" sh -c 'exit 4'
 check "podman 5: run exits 4" 4 "$?"
-mkdir -p "$work/cdi"
-GPURUN_CONFIG="$work/gpurun.toml" "$gpurun" gpu cdi -o "$work/cdi/nvidia.yaml" >/dev/null 2>&1
-out=$(GPURUN_CONFIG="$work/gpurun.toml" podman --cdi-spec-dir "$work/cdi" run --rm --network none \
+mkdir -p "$work/cdi-podman"
+GPURUN_CONFIG="$work/gpurun.toml" "$gpurun" gpu cdi -o "$work/cdi-podman/nvidia.yaml" >/dev/null 2>&1
+out=$(GPURUN_CONFIG="$work/gpurun.toml" podman --cdi-spec-dir "$work/cdi-podman" run --rm --network none \
   --device nvidia.com/gpu=0 "$glibc" sh -c "$nodes" 2>"$work/err")
 check "podman 5 --device nvidia.com/gpu=0 (CDI): GPU 0, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
 podman rm -af >/dev/null 2>&1
