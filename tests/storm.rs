@@ -291,3 +291,69 @@ fn execs_racing_a_delete_leave_nothing() {
         }
     }
 }
+
+/// The safety net: an id whose state is gone but whose default cgroup
+/// (`gpurun/<id>`) still holds a process is taken down by `delete
+/// --force`, as runc takes a container down from its cgroup path: the
+/// process is killed and the cgroup removed. Nothing else is signalled.
+#[test]
+fn delete_force_without_state_takes_down_its_default_cgroup() {
+    require_root!();
+    let rt = Runtime::new();
+    let id = unique("orphan");
+    let mut orphan = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    let mut placed = 0;
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        let dir = hierarchy.path().join("gpurun").join(&id);
+        if !hierarchy.path().join("cgroup.procs").exists() || std::fs::create_dir_all(&dir).is_err()
+        {
+            continue;
+        }
+        if std::fs::write(dir.join("cgroup.procs"), orphan.id().to_string()).is_ok() {
+            placed += 1;
+        }
+    }
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    if root.join("cgroup.procs").exists() {
+        let dir = root.join("gpurun").join(&id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+        placed += 1;
+    }
+    assert!(placed > 0, "no cgroup hierarchy took the process");
+    let out = rt.run(["delete", "--force", &id]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = orphan.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = orphan.kill();
+    let bystander_alive = bystander.try_wait().unwrap().is_none();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    let left = cgroup_dirs(&format!("gpurun/{id}"));
+    for dir in &left {
+        let _ = std::fs::remove_dir(dir);
+    }
+    let status = status.expect("the process in the container's cgroup outlived delete --force");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    assert!(
+        bystander_alive,
+        "a process outside the cgroup was signalled"
+    );
+    assert!(left.is_empty(), "cgroup left: {left:?}");
+}
