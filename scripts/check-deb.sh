@@ -35,6 +35,18 @@ lintian --fail-on error --suppress-tags bogus-mail-host,bogus-mail-host-in-debia
   "$deb" > "$cache.lintian" 2>&1 || rc=$?
 grep -v 'running with root privileges' "$cache.lintian" | sed 's/^/check-deb: lintian: /' || true
 [ "$rc" = 0 ] || { echo "check-deb: error: lintian reports errors (above)" >&2; exit 1; }
+# The systemd units it ships parse (systemd's own check), where systemd is.
+if command -v systemd-analyze >/dev/null; then
+  units=$(mktemp -d)
+  dpkg-deb -x "$deb" "$units"
+  # Only what is wrong with the units themselves counts: this host has no
+  # /usr/bin/gpurun of the package's, and may run no systemd.
+  problems=$(systemd-analyze verify --man=no "$units"/usr/lib/systemd/system/gpurun-cdi-refresh.* 2>&1 |
+    grep -v 'is not executable: No such file\|Cannot add dependency\|not found\|Failed to prepare' || true)
+  rm -rf "$units"
+  [ -z "$problems" ] || { echo "check-deb: error: systemd-analyze: $problems" >&2; exit 1; }
+  echo "check-deb: the CDI refresh units pass systemd-analyze verify"
+fi
 root="$cache/bookworm"
 if [ ! -f "$root/.complete" ]; then
   rm -rf "$root"

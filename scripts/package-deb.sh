@@ -59,6 +59,37 @@ stamp=$(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")
 printf 'gpurun (%s) unstable; urgency=medium\n\n  * See /usr/share/doc/gpurun/CHANGELOG.md.\n\n -- gpurun developers <root@localhost>  %s\n' \
   "$version" "$stamp" | gzip -9n > "$doc/changelog.gz"
 chmod 644 "$doc/changelog.gz"
+# The CDI spec kept current, as the toolkit's nvidia-cdi-refresh does:
+# written at boot (/var/run is a tmpfs) and again when a driver install
+# runs depmod. `systemctl enable --now gpurun-cdi-refresh.service
+# gpurun-cdi-refresh.path` turns it on; after a MIG change, `systemctl
+# start gpurun-cdi-refresh.service` (or `gpurun gpu cdi --check`).
+units="$pkg/usr/lib/systemd/system"
+install -D -m 0644 /dev/stdin "$units/gpurun-cdi-refresh.service" <<UNIT
+[Unit]
+Description=Write gpurun's CDI spec for this host's NVIDIA GPUs and driver
+Documentation=man:gpurun-gpu(8)
+ConditionPathExists=/proc/driver/nvidia/version
+After=systemd-modules-load.service nvidia-persistenced.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/gpurun gpu cdi -o /var/run/cdi/nvidia.yaml
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+install -D -m 0644 /dev/stdin "$units/gpurun-cdi-refresh.path" <<UNIT
+[Unit]
+Description=Rewrite gpurun's CDI spec when the NVIDIA driver changes
+
+[Path]
+PathChanged=/lib/modules/%v/modules.dep
+Unit=gpurun-cdi-refresh.service
+
+[Install]
+WantedBy=paths.target
+UNIT
 # The Rust binary is static in its Rust crates, one of which (unsafe-libyaml,
 # for CDI's YAML specs) is libyaml translated to Rust: not a copy to share.
 install -D -m 0644 /dev/stdin "$pkg/usr/share/lintian/overrides/gpurun" <<OVERRIDES

@@ -772,3 +772,30 @@ fn nvidia_cdi_edits_in_a_user_namespace_started_by_root() {
     let out = run_bundle(&rt, &bundle);
     assert_gpu_0_works(&out, "root-started user namespace");
 }
+
+/// `gpu cdi --check FILE` says whether a spec written earlier is what this
+/// host gives now (the toolkit's nvidia-cdi-refresh regenerates specs that
+/// a driver or MIG change left stale): 0 and "up to date" for the spec just
+/// written, 1 and "stale" against another host's driver layout, 1 and
+/// "missing" for no file.
+#[test]
+fn gpu_cdi_check_says_whether_a_spec_is_current() {
+    let fixtures = GpuFixtures::get();
+    let rt = Runtime::new();
+    let scratch = Scratch::new("cdi-check");
+    let spec = scratch.path().join("nvidia.yaml");
+    let spec_arg = spec.to_str().unwrap();
+    let out = rt.run(fixtures.args(&["gpu", "cdi", "-o", spec_arg]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = rt.run(fixtures.args(&["gpu", "cdi", "--check", spec_arg]));
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("up to date"), "{}", out.stdout);
+    let other = fixtures.layout("usr-local-nvidia", "open");
+    let out = rt.run(other.args(&["gpu", "cdi", "--check", spec_arg]));
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("stale"), "{}", out.stdout);
+    let missing = scratch.path().join("none.json");
+    let out = rt.run(fixtures.args(&["gpu", "cdi", "--check", missing.to_str().unwrap()]));
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("missing"), "{}", out.stdout);
+}

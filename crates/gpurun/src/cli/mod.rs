@@ -230,6 +230,11 @@ pub enum GpuCommand {
         /// `gpurun cdi-hook`) or nvidia-cdi-hook (the toolkit's)
         #[arg(long, default_value = "gpurun", value_parser = ["gpurun", "nvidia-cdi-hook"])]
         hook_program: String,
+        /// Compare this spec file with what this host gives now instead of
+        /// writing one: exit 0 when it matches, 1 (with what differs) when
+        /// it is stale or missing, as after a driver or MIG change
+        #[arg(long, value_name = "FILE", conflicts_with = "output")]
+        check: Option<PathBuf>,
     },
 }
 

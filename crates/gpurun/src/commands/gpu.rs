@@ -95,6 +95,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
             output,
             kind,
             hook_program,
+            check,
         } => {
             let inv = inventory::discover(&roots, Source::Auto)?;
             let hooks = match hook_program.as_str() {
@@ -113,6 +114,9 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                 ),
             };
             let text = serde_json::to_string_pretty(&spec)? + "\n";
+            if let Some(path) = check {
+                return check_cdi_spec(&path, &spec);
+            }
             match output {
                 Some(path) => {
                     if let Some(dir) = path.parent() {
@@ -125,6 +129,55 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `gpu cdi --check FILE`: whether a spec written earlier (JSON or YAML)
+/// is what this host gives now; stale specs name GPUs or driver files that
+/// changed, so the exit status is 1 and the difference is said in one line.
+fn check_cdi_spec(path: &std::path::Path, now: &impl serde::Serialize) -> Result<()> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!(
+                "{}: missing: write it with \"gpurun gpu cdi -o {}\"",
+                path.display(),
+                path.display()
+            );
+            std::process::exit(1);
+        }
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let written: serde_json::Value = serde_yaml::from_str(&text)
+        .with_context(|| format!("{} is not a CDI spec (JSON or YAML)", path.display()))?;
+    let now = serde_json::to_value(now)?;
+    if written == now {
+        println!("{}: up to date", path.display());
+        return Ok(());
+    }
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["devices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let (old, new) = (names(&written), names(&now));
+    let what = if old != new {
+        format!(
+            "its devices are [{}], this host's are [{}]",
+            old.join(", "),
+            new.join(", ")
+        )
+    } else {
+        "its edits differ from this host's (driver files, nodes or hooks)".to_owned()
+    };
+    println!(
+        "{}: stale: {what}; write it again with \"gpurun gpu cdi -o {}\"",
+        path.display(),
+        path.display()
+    );
+    std::process::exit(1);
 }
 
 /// `gpu plan BUNDLE`: what `create` of that bundle would give it, from the
