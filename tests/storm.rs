@@ -137,8 +137,9 @@ impl Lcg {
 
 /// gpurun killed with SIGKILL at random points of create, start, exec and
 /// delete (60 points each, GPURUN_SIGKILL_POINTS; root and rootless):
-/// afterwards `delete --force` must leave nothing, as after a storm. The points spread over the whole
-/// of each command, as long as it takes here uncut.
+/// afterwards `delete --force` must leave nothing, as after a storm. The
+/// points spread over the whole of each command, as long as it takes here
+/// uncut.
 #[test]
 fn sigkill_at_random_points_leaves_nothing() {
     require_root!();
