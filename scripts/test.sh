@@ -21,6 +21,12 @@ sh scripts/check-deb.sh target/debug/gpurun
 mark "package checked"
 # No module circle in any crate; the binary's layers point one way.
 python3 scripts/check-layers.py
+# No package archive's host written in a script: they take the system's
+# apt sources (scripts/debian-mirror.sh) and cargo's own registry.
+if git grep -nE '(deb|security|ftp[a-z.0-9]*)\.debian\.org|static\.crates\.io|crates\.io/api' -- scripts integration .ci; then
+  echo "test.sh: a package host is written in the scripts above: take it from the system's configuration" >&2
+  exit 1
+fi
 # (Each fuzz target's kept corpus is replayed here too, on stable:
 # crates/gpurun-gpu/tests/fuzz_corpus.rs; fuzzing for new inputs is by hand,
 # sh scripts/fuzz.sh SECONDS, with the nightly toolchain.)

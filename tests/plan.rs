@@ -42,6 +42,17 @@ impl Seen {
 /// set to LOOK with `env`), both with `config` as GPURUN_CONFIG and
 /// `extra` in gpurun's environment.
 fn plan_and_run(bundle: &Bundle, env: &[&str], config: &str, extra: &[(&str, &str)]) -> Seen {
+    plan_and_run_with(bundle, env, config, extra, &[])
+}
+
+/// `plan_and_run` with `flags` given to both `gpu plan` and `run` (`--gpus`).
+fn plan_and_run_with(
+    bundle: &Bundle,
+    env: &[&str],
+    config: &str,
+    extra: &[(&str, &str)],
+    flags: &[&str],
+) -> Seen {
     let config_file = bundle.dir.join("gpurun-plan.toml");
     fs::write(&config_file, config).unwrap();
     let rt = Runtime::new();
@@ -56,7 +67,7 @@ fn plan_and_run(bundle: &Bundle, env: &[&str], config: &str, extra: &[(&str, &st
         run_cmd(&mut cmd, std::time::Duration::from_secs(120))
     };
     bundle.set_process(&["true"], env);
-    let plan = command(&["gpu", "plan", "--json", &dir]);
+    let plan = command(&[&["gpu", "plan", "--json"], flags, &[dir.as_str()]].concat());
     assert_eq!(plan.code, 0, "gpu plan: {}", plan.stderr);
     let plan: Value = serde_json::from_str(&plan.stdout).unwrap();
     // Each planned mount as the container resolves it: a driver file's
@@ -78,7 +89,8 @@ fn plan_and_run(bundle: &Bundle, env: &[&str], config: &str, extra: &[(&str, &st
         destinations.join(" ")
     );
     bundle.set_process(&["sh", "-c", &look], env);
-    let out = command(&["run", "--bundle", &dir, &unique("plan")]);
+    let id = unique("plan");
+    let out = command(&[&["run"], flags, &["--bundle", dir.as_str(), id.as_str()]].concat());
     assert_eq!(out.code, 0, "run: {}", out.stderr);
     let (nodes, rest) = out.stdout.split_once("MOUNTS\n").unwrap();
     let (mounts, rest) = rest.split_once("ENV\n").unwrap();
@@ -184,6 +196,11 @@ fn the_strict_multi_tenant_settings() {
     let seen = plan_and_run(&bundle, &["NVIDIA_VISIBLE_DEVICES=0"], strict, &[]);
     assert!(seen.plan.is_null(), "{}", seen.plan);
     assert!(seen.nodes.is_empty(), "{:?}", seen.nodes);
+    // `run --gpus` is the invoker's own request: it counts there, and
+    // `gpu plan --gpus` plans it the same.
+    let seen = plan_and_run_with(&bundle, &[], strict, &[], &["--gpus", "1"]);
+    assert_eq!(planned_gpus(&seen.plan), [1]);
+    assert_plan_is_what_the_container_got("--gpus", &seen);
 }
 
 /// CDI names resolved from this host's spec directories (a spec from

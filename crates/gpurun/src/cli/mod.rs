@@ -207,6 +207,9 @@ pub enum GpuCommand {
         bundle: PathBuf,
         #[arg(long)]
         json: bool,
+        /// As `run --gpus LIST` would plan it: the invoker's own request
+        #[arg(long, value_name = "LIST")]
+        gpus: Option<String>,
     },
     /// Run nvidia-smi -L in a throwaway container and compare with the host
     Verify {

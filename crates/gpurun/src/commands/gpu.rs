@@ -89,7 +89,7 @@ pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
                 println!("{}\tfirmware", f.host_path.display());
             }
         }
-        GpuCommand::Plan { bundle, json } => plan(ctx, roots, &bundle, json)?,
+        GpuCommand::Plan { bundle, json, gpus } => plan(ctx, roots, &bundle, json, gpus)?,
         GpuCommand::Verify { .. } => unreachable!("dispatched to verify::verify"),
         GpuCommand::Cdi {
             output,
@@ -183,8 +183,18 @@ fn check_cdi_spec(path: &std::path::Path, now: &impl serde::Serialize) -> Result
 /// `gpu plan BUNDLE`: what `create` of that bundle would give it, from the
 /// same decision (`flow::decide`), here and now: CDI devices from this
 /// host's specs, NVIDIA's CDI edits, a Slurm job or step, the config.
-fn plan(ctx: &Ctx, roots: gpurun_gpu::Roots, bundle: &std::path::Path, json: bool) -> Result<()> {
+fn plan(
+    ctx: &Ctx,
+    roots: gpurun_gpu::Roots,
+    bundle: &std::path::Path,
+    json: bool,
+    gpus: Option<String>,
+) -> Result<()> {
     let mut spec = prepare::load_spec(bundle)?;
+    // `run --gpus LIST` adds this to the container's environment.
+    if let Some(gpus) = &gpus {
+        gpurun_gpu::spec_env::set_env(&mut spec, &[format!("NVIDIA_VISIBLE_DEVICES={gpus}")]);
+    }
     let rootfs = prepare::rootfs_of(&spec, bundle)?;
     let user_spec = spec.clone();
     let store = ctx.root.join(flow::CACHE_DIR);
@@ -196,7 +206,7 @@ fn plan(ctx: &Ctx, roots: gpurun_gpu::Roots, bundle: &std::path::Path, json: boo
         None
     };
     let around = flow::Surroundings {
-        gpus_flag: false,
+        gpus_flag: gpus.is_some(),
         slurm_gpus_by_default: false,
         slurm_step: slurm_step.as_ref(),
         rootfs: &rootfs,
