@@ -257,3 +257,73 @@ fn cdi_names_from_the_spec_directories() {
         );
     }
 }
+
+/// Under `srun --container`, slurmstepd starts the runtime in the step's
+/// cgroup with no Slurm variables: the step's device cgroup says which GPUs
+/// it holds. Here a step cgroup (`.../job_77/step_0` in the v1 devices
+/// hierarchy) denies GPU 0; `gpu plan` and `run`, started in it, both give
+/// GPU 1 only. (`gpu plan` ignored the step before.)
+#[test]
+fn a_slurm_step_by_its_cgroup() {
+    require_root!();
+    use std::os::unix::process::CommandExt;
+    let top = unique("slurmstep");
+    let devices = std::path::Path::new("/sys/fs/cgroup/devices");
+    let step = devices.join(&top).join("uid_0/job_77/step_0");
+    if fs::create_dir_all(&step).is_err() {
+        return; // no cgroup v1 devices hierarchy: Slurm's v2 path is the 6.12 guest's
+    }
+    fs::write(step.join("devices.deny"), "c 195:0 rwm").unwrap();
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(&["true"], &[]);
+    let rt = Runtime::new();
+    let fixtures = GpuFixtures::get();
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    let procs = step.join("cgroup.procs");
+    let in_step = |args: &[&str]| {
+        let mut cmd = rt.command(fixtures.args(args));
+        let procs = procs.clone();
+        // SAFETY: only a write(2) to a file, between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || fs::write(&procs, "0"));
+        }
+        run_cmd(&mut cmd, std::time::Duration::from_secs(120))
+    };
+    let plan = in_step(&["gpu", "plan", "--json", &dir]);
+    bundle.set_process(&["sh", "-c", "find /dev -name 'nvidia[0-9]*' -type c"], &[]);
+    let id = unique("step");
+    let out = in_step(&["run", "--bundle", &dir, &id]);
+    let leftovers: Vec<std::path::PathBuf> = walk_dirs(&devices.join(&top));
+    for dir in leftovers.iter().rev() {
+        let _ = fs::remove_dir(dir);
+    }
+    for hierarchy in cgroup_dirs(&top) {
+        for dir in walk_dirs(&hierarchy).iter().rev() {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    let plan: Value = serde_json::from_str(&plan.stdout).unwrap();
+    assert!(!plan.is_null(), "gpu plan ignored the step");
+    assert_eq!(planned_gpus(&plan), [1]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "/dev/nvidia1");
+}
+
+/// `dir` and every directory below it, parents first.
+fn walk_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut all = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < all.len() {
+        if let Ok(entries) = fs::read_dir(&all[i]) {
+            all.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.path()),
+            );
+        }
+        i += 1;
+    }
+    all
+}
