@@ -94,9 +94,13 @@ containerd config default > "$work/ctd.toml"
 out=$("$gpurun" setup containerd --config "$work/ctd.toml" --binary "$gpurun" 2>&1)
 check_contains "setup containerd on containerd 2's default config" "registered runtime" "$out"
 check "setup containerd keeps version 3" "version = 3" "$(grep -m1 '^version' "$work/ctd.toml")"
-# Its own root, state and socket; the rest as `config default` wrote it.
+# Its own root, state and socket, the local pause image for CRI sandboxes
+# and no oom_score_adj below its own (this VM lacks CAP_SYS_RESOURCE); the
+# rest as `config default` wrote it.
 sed -i -e "s|^root = .*|root = '$work/ctd-root'|" -e "s|^state = .*|state = '$work/ctd-state'|" \
-  -e "/^\[grpc\]/,/^\[/ s|^\( *\)address = .*|\1address = '$sock'|" "$work/ctd.toml"
+  -e "/^\[grpc\]/,/^\[/ s|^\( *\)address = .*|\1address = '$sock'|" \
+  -e "s|^\( *\)sandbox = .*|\1sandbox = 'docker.io/gpurun-test/pause:latest'|" \
+  -e "s|restrict_oom_score_adj = false|restrict_oom_score_adj = true|" "$work/ctd.toml"
 dump=$(containerd --config "$work/ctd.toml" config dump 2>&1)
 check_contains "containerd 2 reads the runtime setup wrote" "BinaryName = '$gpurun'" "$dump"
 GPURUN_CONFIG="$work/gpurun.toml" containerd --config "$work/ctd.toml" > "$work/containerd.log" 2>&1 &
@@ -110,6 +114,16 @@ if wait_for ctr version; then
   out=$(ctr run --rm --runc-binary "$gpurun" --env NVIDIA_VISIBLE_DEVICES=1 \
     "docker.io/$glibc:latest" c2 sh -c "$nodes" 2>"$work/err")
   check "containerd 2: a GPU by the device plugin's env" "/dev/nvidia1 smi=9" "$out"
+  # CRI, the path a Kubernetes node takes: a host-network pod whose
+  # runtime handler is gpurun (integration/cri-client), GPU 0 by env.
+  cri=$PWD/target/debug/cri-client
+  /usr/bin/ctr -a "$sock" -n k8s.io image import "$work/pause.tar" >/dev/null
+  /usr/bin/ctr -a "$sock" -n k8s.io image import "$work/glibc.tar" >/dev/null
+  out=$(RUST_BACKTRACE=0 "$cri" "$sock" gpurun "docker.io/$glibc:latest" "$work/pod-logs" \
+    'ls /dev/nvidia[0-9]*; nvidia-smi >/dev/null 2>&1; echo smi=$?; exit 3' NVIDIA_VISIBLE_DEVICES=0 2>&1)
+  check_contains "containerd 2 CRI: a GPU pod by env, exit code read back" "exit_code=3" "$out"
+  check_contains "containerd 2 CRI: GPU 0 injected (nvidia-smi 9)" "smi=9" "$out"
+  check_contains "containerd 2 CRI: the pod removed" "pod removed" "$out"
 else
   check "containerd 2 starts" started "$(tail -3 "$work/containerd.log")"
 fi
