@@ -144,6 +144,19 @@ GPURUN_CONFIG="$work/gpurun.toml" "$gpurun" gpu cdi -o "$work/cdi-podman/nvidia.
 out=$(GPURUN_CONFIG="$work/gpurun.toml" podman --cdi-spec-dir "$work/cdi-podman" run --rm --network none \
   --device nvidia.com/gpu=0 "$glibc" sh -c "$nodes" 2>"$work/err")
 check "podman 5 --device nvidia.com/gpu=0 (CDI): GPU 0, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
+# Checkpoint and restore with CRIU 4.2 (Debian unstable's): a counter at
+# 30 or more (3 s in) is checkpointed (it stops) and restored; read at
+# once, it is still 30 or more, which a fresh start would not be for 3 s.
+podman run -d --name ckpt --network none "$bb" sh -c "$counter" >/dev/null 2>&1
+count_reaches 30 podman exec ckpt cat /tmp/count
+podman container checkpoint ckpt >"$work/ckpt.out" 2>&1
+check "podman 5 container checkpoint (CRIU 4.2): exit 0" 0 "$?"
+check "podman 5: the checkpointed container stopped" exited "$(podman inspect -f '{{.State.Status}}' ckpt 2>&1)"
+podman container restore ckpt >"$work/restore.out" 2>&1
+check "podman 5 container restore: exit 0" 0 "$?"
+now=$(podman exec ckpt cat /tmp/count 2>/dev/null)
+check "podman 5: the restored container counts on from its checkpoint" yes "$([ "${now:-0}" -ge 30 ] && echo yes)"
+podman rm -f ckpt >/dev/null 2>&1
 podman rm -af >/dev/null 2>&1
 podman system reset -f >/dev/null 2>&1
 
