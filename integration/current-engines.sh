@@ -59,6 +59,27 @@ else
 fi
 stop_engines; pids=""
 
+# Docker 28 with "userns-remap": "default" (a user namespace started by
+# root: dockerd makes the dockremap user and its subordinate ranges).
+jq '. + {"userns-remap": "default"}' "$work/daemon.json" > "$work/daemon-remap.json"
+chmod o+x "$work" "$work/data" 2>/dev/null
+PATH="$work/hooks:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
+  dockerd --config-file "$work/daemon-remap.json" > "$work/dockerd-remap.log" 2>&1 &
+pids="$!"
+if wait_for docker version; then
+  docker load -i "$work/busybox.tar" >/dev/null
+  docker load -i "$work/glibc.tar" >/dev/null
+  remap=$(awk -F: '$1 == "dockremap" {print $2; exit}' /etc/subuid)
+  out=$(docker run --rm --runtime=gpurun "$bb" sh -c 'awk "{print \$1, \$2}" /proc/self/uid_map; touch /x && echo wrote' 2>"$work/err")
+  check "docker 28 userns-remap: root is dockremap's first subordinate id, the image writable" "0 $remap
+wrote" "$out"
+  out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c "$nodes" 2>"$work/err")
+  check "docker 28 userns-remap --gpus device=0: GPU 0, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
+else
+  check "dockerd 28 with userns-remap starts" started "$(tail -3 "$work/dockerd-remap.log")"
+fi
+stop_engines; pids=""
+
 # Docker 28 with CDI: NVIDIA's CDI spec in its CDI directory and
 # nvidia-cdi-hook on its PATH (a stand-in that records any call: gpurun
 # does the hooks natively, so none comes). `--device nvidia.com/gpu=N`

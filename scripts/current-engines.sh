@@ -14,7 +14,7 @@ set -eu
 cd "$(dirname "$0")/.."
 packages="containerd docker.io docker-cli podman runc crun criu iproute2 iptables \
   ca-certificates procps util-linux kmod fuse-overlayfs uidmap conmon netavark \
-  catatonit jq python3 busybox-static time"
+  catatonit jq python3 busybox-static time passwd"
 cache=${GPURUN_CURRENT_ENGINES:-/var/cache/gpurun-current-engines}
 stamp=$(echo "$packages" | tr -s ' \n' ' ' | md5sum | cut -c1-12)
 root="$cache/root-$stamp"
