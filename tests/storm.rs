@@ -67,6 +67,23 @@ fn assert_nothing_left(rt: &Runtime, id: &str, context: &str, final_delete: &Ran
     assert!(mounts_mentioning(id).is_empty(), "{context}: mount left");
 }
 
+/// Runs `op` (one of a storm's commands): it must end, and not panic.
+fn run_storm_op(rt: &Runtime, op: &[&str], context: &str) {
+    let out = run_cmd(&mut rt.command(op), Duration::from_secs(60));
+    assert_ne!(out.code, -1, "{context}: {op:?} hung");
+    assert!(!out.stderr.contains("panicked"), "{op:?}: {}", out.stderr);
+}
+
+/// The storm's last word: `delete --force`, after which nothing of `id`
+/// may be left.
+fn final_delete_leaves_nothing(rt: &Runtime, id: &str, context: &str) {
+    let out = run_cmd(
+        &mut rt.command(["delete", "--force", id]),
+        Duration::from_secs(60),
+    );
+    assert_nothing_left(rt, id, context, &out);
+}
+
 /// Storms on one id: 200 concurrent create, start, kill, exec and
 /// delete --force of the same container, 20 rounds, root and rootless.
 /// After each round's final `delete --force` nothing of it may be left: no
@@ -95,27 +112,11 @@ fn same_id_storms_leave_nothing() {
                 for op in &ops {
                     let rt = &rt;
                     s.spawn(move || {
-                        let out = run_cmd(&mut rt.command(op), Duration::from_secs(60));
-                        assert_ne!(
-                            out.code,
-                            -1,
-                            "{who:?} round {round}: {op:?} hung",
-                            who = rt.who
-                        );
-                        assert!(!out.stderr.contains("panicked"), "{op:?}: {}", out.stderr);
+                        run_storm_op(rt, op, &format!("{:?} round {round}", rt.who));
                     });
                 }
             });
-            let out = run_cmd(
-                &mut rt.command(["delete", "--force", &id]),
-                Duration::from_secs(60),
-            );
-            assert_nothing_left(
-                &rt,
-                &id,
-                &format!("{who:?} round {round}", who = rt.who),
-                &out,
-            );
+            final_delete_leaves_nothing(&rt, &id, &format!("{:?} round {round}", rt.who));
         }
     }
 }
@@ -276,22 +277,12 @@ fn execs_racing_a_delete_leave_nothing() {
                         } else {
                             vec!["exec", id, "true"]
                         };
-                        let out = run_cmd(&mut rt.command(&op), Duration::from_secs(60));
-                        assert_ne!(out.code, -1, "{op:?} hung");
-                        assert!(!out.stderr.contains("panicked"), "{op:?}: {}", out.stderr);
+                        run_storm_op(rt, &op, &format!("{:?} exec storm round {round}", rt.who));
                     });
                 }
             });
-            let out = run_cmd(
-                &mut rt.command(["delete", "--force", &id]),
-                Duration::from_secs(60),
-            );
-            assert_nothing_left(
-                &rt,
-                &id,
-                &format!("{who:?} exec storm round {round}", who = rt.who),
-                &out,
-            );
+            let context = format!("{:?} exec storm round {round}", rt.who);
+            final_delete_leaves_nothing(&rt, &id, &context);
         }
     }
 }
