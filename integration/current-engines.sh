@@ -145,6 +145,17 @@ if wait_for ctr version; then
   check_contains "containerd 2 CRI: a GPU pod by env, exit code read back" "exit_code=3" "$out"
   check_contains "containerd 2 CRI: GPU 0 injected (nvidia-smi 9)" "smi=9" "$out"
   check_contains "containerd 2 CRI: the pod removed" "pod removed" "$out"
+  # A GPU by CDI name in the container's config (the device plugin's
+  # cdi-cri strategy, DRA): containerd 2 applies NVIDIA's CDI edits itself
+  # from /var/run/cdi; gpurun completes them natively, once.
+  mkdir -p /var/run/cdi
+  cp "$work/cdi/nvidia.json" /var/run/cdi/nvidia.json
+  out=$(CRI_CLIENT_CDI_DEVICES=nvidia.com/gpu=1 RUST_BACKTRACE=0 "$cri" "$sock" gpurun \
+    "docker.io/$glibc:latest" "$work/pod-logs-cdi" "$once" 2>&1)
+  check "containerd 2 CRI: a GPU by CDI name, its edits applied once" "/dev/nvidia1 smi=9
+1
+void" "$(printf '%s\n' "$out" | grep -E '^(/dev/nvidia|[0-9]+$|void)' | head -3)"
+  rm -f /var/run/cdi/nvidia.json
 else
   check "containerd 2 starts" started "$(tail -3 "$work/containerd.log")"
 fi

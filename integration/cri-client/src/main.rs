@@ -17,6 +17,9 @@
 //! `CRI_CLIENT_DEVICE_MOUNTS=1,2` allocates GPUs as the NVIDIA device
 //! plugin's volume-mounts strategy does: `/dev/null` mounted at
 //! `/var/run/nvidia-container-devices/<device>`.
+//! `CRI_CLIENT_CDI_DEVICES=nvidia.com/gpu=0,...` asks for CDI devices in the
+//! container's config (`CDIDevices`, as the device plugin's `cdi-cri`
+//! strategy and DRA do): containerd 2.x applies their edits itself.
 
 use std::time::Duration;
 
@@ -111,6 +114,13 @@ async fn main() -> Result<()> {
         .map(str::to_owned)
         .collect();
 
+    let cdi_devices: Vec<CdiDevice> = std::env::var("CRI_CLIENT_CDI_DEVICES")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .map(|name| CdiDevice { name: name.into() })
+        .collect();
+
     let uid = format!("gpurun-e2e-{}", std::process::id());
     let sandbox_config = PodSandboxConfig {
         metadata: Some(PodSandboxMetadata {
@@ -176,6 +186,7 @@ async fn main() -> Result<()> {
                             ..Default::default()
                         }))
                         .collect(),
+                    cdi_devices: cdi_devices.clone(),
                     ..Default::default()
                 }),
                 sandbox_config: Some(sandbox_config.clone()),
