@@ -37,13 +37,9 @@ sock="$work/docker.sock"
 write_daemon_json
 mkdir -p "$work/hooks"
 "$gpurun" setup docker --config "$work/daemon.json" --binary "$gpurun" --hook-dir "$work/hooks" >/dev/null
-PATH="$work/hooks:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
-  dockerd --config-file "$work/daemon.json" > "$work/dockerd.log" 2>&1 &
-pids="$!"
 docker() { /usr/bin/docker -H "unix://$sock" "$@"; }
-if wait_for docker version; then
-  docker load -i "$work/busybox.tar" >/dev/null
-  docker load -i "$work/glibc.tar" >/dev/null
+if start_dockerd "$work/daemon.json" "$work/dockerd.log" "$work/hooks"; then
+  load_images
   out=$(docker run --rm --runtime=gpurun "$bb" sh -c 'echo x > /dev/full; echo rc=$?' 2>&1)
   check_contains "docker 28: a plain container under its default device rules" "rc=1" "$out"
   docker run --rm --runtime=gpurun "$bb" sh -c 'exit 7'
@@ -57,28 +53,19 @@ if wait_for docker version; then
 else
   check "dockerd 28 starts" started "$(tail -3 "$work/dockerd.log")"
 fi
-stop_engines; pids=""
+stop_engines
 
 # Docker 28 with "userns-remap": "default" (a user namespace started by
 # root: dockerd makes the dockremap user and its subordinate ranges).
 jq '. + {"userns-remap": "default"}' "$work/daemon.json" > "$work/daemon-remap.json"
 chmod o+x "$work" "$work/data" 2>/dev/null
-PATH="$work/hooks:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
-  dockerd --config-file "$work/daemon-remap.json" > "$work/dockerd-remap.log" 2>&1 &
-pids="$!"
-if wait_for docker version; then
-  docker load -i "$work/busybox.tar" >/dev/null
-  docker load -i "$work/glibc.tar" >/dev/null
-  remap=$(awk -F: '$1 == "dockremap" {print $2; exit}' /etc/subuid)
-  out=$(docker run --rm --runtime=gpurun "$bb" sh -c 'awk "{print \$1, \$2}" /proc/self/uid_map; touch /x && echo wrote' 2>"$work/err")
-  check "docker 28 userns-remap: root is dockremap's first subordinate id, the image writable" "0 $remap
-wrote" "$out"
-  out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c "$nodes" 2>"$work/err")
-  check "docker 28 userns-remap --gpus device=0: GPU 0, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
+if start_dockerd "$work/daemon-remap.json" "$work/dockerd-remap.log" "$work/hooks"; then
+  load_images
+  check_userns_remap "docker 28 userns-remap"
 else
   check "dockerd 28 with userns-remap starts" started "$(tail -3 "$work/dockerd-remap.log")"
 fi
-stop_engines; pids=""
+stop_engines
 
 # Docker 28 with CDI: NVIDIA's CDI spec in its CDI directory and
 # nvidia-cdi-hook on its PATH (a stand-in that records any call: gpurun
@@ -94,11 +81,8 @@ GPURUN_CONFIG="$work/gpurun.toml" "$gpurun" gpu cdi --hook-program nvidia-cdi-ho
 printf '#!/bin/sh\necho "$@" >> %s/cdi-hook-ran\n' "$work" > "$work/cdi-bin/nvidia-cdi-hook"
 chmod 755 "$work/cdi-bin/nvidia-cdi-hook"
 jq --arg d "$work/cdi" '. + {"cdi-spec-dirs": [$d], "features": {"cdi": true}}' "$work/daemon.json" > "$work/daemon-cdi.json"
-PATH="$work/cdi-bin:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
-  dockerd --config-file "$work/daemon-cdi.json" > "$work/dockerd-cdi.log" 2>&1 &
-pids="$!"
 once='ls /dev/nvidia[0-9]* | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=$?; grep -c "libnvidia-ml.so" /proc/self/mountinfo; echo "$NVIDIA_VISIBLE_DEVICES"'
-if wait_for docker version; then
+if start_dockerd "$work/daemon-cdi.json" "$work/dockerd-cdi.log" "$work/cdi-bin"; then
   out=$(docker run --rm --runtime=gpurun --device nvidia.com/gpu=1 "$glibc" sh -c "$once" 2>"$work/err")
   check "docker 28 --device nvidia.com/gpu=1 (CDI): GPU 1 once" "/dev/nvidia1 smi=9
 1
@@ -107,7 +91,7 @@ void" "$out"
 else
   check "dockerd 28 with CDI starts" started "$(tail -3 "$work/dockerd-cdi.log")"
 fi
-stop_engines; pids=""
+stop_engines
 
 # --- containerd 2.x ----------------------------------------------------
 sock="$work/ctd.sock"
@@ -159,7 +143,7 @@ void" "$(printf '%s\n' "$out" | grep -E '^(/dev/nvidia|[0-9]+$|void)' | head -3)
 else
   check "containerd 2 starts" started "$(tail -3 "$work/containerd.log")"
 fi
-stop_engines; pids=""
+stop_engines
 
 # --- Podman 5 ----------------------------------------------------------
 export PODMAN_IGNORE_CGROUPSV1_WARNING=1

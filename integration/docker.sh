@@ -31,13 +31,10 @@ check_contains "setup docker is idempotent" "nothing to change" "$again"
 # checkpoint finds criu there too (docker checkpoint is experimental in
 # 20.10).
 criu_bin=$(criu_bin_dir)
-PATH="$work/hooks:$criu_bin:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
-  dockerd --experimental --config-file "$work/daemon.json" > "$work/dockerd.log" 2>&1 &
-pids="$!"
 docker() { /usr/bin/docker -H "unix://$sock" "$@"; }
-wait_for docker version || { echo "dockerd did not start"; tail "$work/dockerd.log"; exit 1; }
-docker load -i "$work/busybox.tar" >/dev/null
-docker load -i "$work/glibc.tar" >/dev/null
+start_dockerd "$work/daemon.json" "$work/dockerd.log" "$work/hooks:$criu_bin" --experimental ||
+  { echo "dockerd did not start"; tail "$work/dockerd.log"; exit 1; }
+load_images
 bb=gpurun-test/busybox
 glibc=gpurun-test/glibc
 state="$work/exec/runtime-runc/moby"
@@ -104,19 +101,9 @@ stop_engines
 jq '. + {"userns-remap": "default"}' "$work/daemon.json" > "$work/daemon-remap.json"
 # The remapped root must reach its graph root below ours (dockerd says so).
 chmod o+x "$work" "$work/data"
-PATH="$work/hooks:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
-  dockerd --config-file "$work/daemon-remap.json" > "$work/dockerd-remap.log" 2>&1 &
-pids="$!"
-if wait_for docker version; then
-  docker load -i "$work/busybox.tar" >/dev/null
-  docker load -i "$work/glibc.tar" >/dev/null
-  remap=$(awk -F: '$1 == "dockremap" {print $2; exit}' /etc/subuid)
-  out=$(docker run --rm --runtime=gpurun "$bb" sh -c 'awk "{print \$1, \$2}" /proc/self/uid_map; id -u; touch /x && echo wrote' 2>&1)
-  check "userns-remap: root is dockremap's first subordinate id, the image writable" "0 $remap
-0
-wrote" "$out"
-  out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c "$nodes" 2>&1)
-  check "userns-remap --gpus device=0: GPU 0 only, nvidia-smi exits 9" "/dev/nvidia0 smi=9" "$out"
+if start_dockerd "$work/daemon-remap.json" "$work/dockerd-remap.log" "$work/hooks"; then
+  load_images
+  check_userns_remap userns-remap
   out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c \
     'ldconfig -p | grep -c "libcuda.so.1 "; cuda_probe | tail -1' 2>&1)
   check "userns-remap --gpus: libcuda in the linker cache, cudaGetDeviceCount 100" "1
@@ -138,10 +125,7 @@ rm -f "$work/hooks/nvidia-container-runtime-hook"
 out=$(PATH="$work/toolkit-bin:$PATH" "$gpurun" setup docker --config "$work/daemon.json" --binary "$gpurun" --hook-dir "$work/hooks" 2>&1)
 check_contains "setup docker beside the toolkit makes no link" "no link made beside it" "$out"
 check "setup docker beside the toolkit: no hook link" "" "$(ls "$work/hooks")"
-PATH="$work/hooks:$work/toolkit-bin:$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
-  dockerd --config-file "$work/daemon.json" > "$work/dockerd-toolkit.log" 2>&1 &
-pids="$!"
-if wait_for docker version; then
+if start_dockerd "$work/daemon.json" "$work/dockerd-toolkit.log" "$work/hooks:$work/toolkit-bin"; then
   docker run --rm --runtime=runc --gpus all "$bb" true
   check "beside the toolkit: --gpus under runc exits 0" 0 "$?"
   check "beside the toolkit: --gpus under runc ran the toolkit's hook" "prestart" "$(cat "$work/toolkit-hook-ran" 2>/dev/null)"

@@ -9,11 +9,7 @@
 # runtime in proportion to the files it makes); $state/rootless is the
 # user's.
 sh scripts/install-deps.sh
-g=${GPURUN_BIN:-}
-if [ -z "$g" ]; then
-  cargo build --locked --release -p gpurun >/dev/null 2>&1
-  g="$PWD/target/release/gpurun"
-fi
+g=$(sh scripts/bench-binary.sh)
 user=gpurun-test
 sh scripts/test-user.sh "$user"
 work=$(mktemp -d)

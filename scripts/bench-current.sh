@@ -12,11 +12,7 @@ set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-60}
 sh scripts/install-deps.sh
-g=${GPURUN_BIN:-}
-if [ -z "$g" ]; then
-  cargo build --locked --release -p gpurun >/dev/null 2>&1
-  g="$PWD/target/release/gpurun"
-fi
+g=$(sh scripts/bench-binary.sh)
 work=$(mktemp -d /tmp/gpurun-bench-current.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT

@@ -21,11 +21,7 @@ set -eu
 cd "$(dirname "$0")/.."
 rounds=${1:-100}
 sh scripts/install-deps.sh
-g=${GPURUN_BIN:-}
-if [ -z "$g" ]; then
-  cargo build --locked --release -p gpurun >/dev/null 2>&1
-  g="$PWD/target/release/gpurun"
-fi
+g=$(sh scripts/bench-binary.sh)
 work=$(mktemp -d)
 # State on tmpfs, where both runtimes keep it by default (/run/gpurun,
 # /run/runc); bundles stay on disk.

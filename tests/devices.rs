@@ -6,7 +6,7 @@
 use std::fs;
 
 use gpurun_tests::*;
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// A device rule as config.json writes it.
 fn rule(allow: bool, typ: &str, major: i64, minor: i64, access: &str) -> serde_json::Value {
@@ -22,6 +22,16 @@ fn assert_printed(out: &Ran, stdout: &[&str], stderr: &[&str]) {
     for want in stderr {
         assert!(out.stderr.contains(want), "{want}: {}", out.stderr);
     }
+}
+
+/// Runs `sh -c script` in a busybox container `id` whose config `edit`
+/// changed, in the foreground, and returns what it printed.
+fn run_script(id: &str, script: &str, edit: impl FnOnce(&mut Value)) -> Ran {
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sh", "-c", script]);
+    bundle.edit(edit);
+    rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), id])
 }
 
 /// Runs `bundle` detached as `id`, reads its cgroup v1 `devices.list`, and
@@ -76,21 +86,13 @@ fn device_rules_land_in_the_listed_order() {
 #[test]
 fn a_spec_rule_narrows_a_default_device() {
     require_root!();
-    let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&[
-        "sh",
-        "-c",
-        "cat /dev/null && echo read-ok; echo x > /dev/null || echo write-refused",
-    ]);
-    bundle.edit(|c| {
+    let script = "cat /dev/null && echo read-ok; echo x > /dev/null || echo write-refused";
+    let out = run_script(&unique("narrow"), script, |c| {
         c["linux"]["resources"]["devices"] = json!([
             {"allow": false, "access": "rwm"},
             rule(false, "c", 1, 3, "w"),
         ]);
     });
-    let dir = bundle.dir.to_string_lossy();
-    let out = rt.run(["run", "--bundle", &dir, &unique("narrow")]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     if !std::path::Path::new("/sys/fs/cgroup/devices").is_dir() {
         return; // the rules' effect is checked where v1 lists them
@@ -109,14 +111,6 @@ fn a_spec_rule_narrows_a_default_device() {
 #[test]
 fn docker_28_default_rules_run_a_plain_container() {
     require_root!();
-    let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    // /dev/full's write error is ENOSPC: the node is there and allowed.
-    bundle.set_args(&[
-        "sh",
-        "-c",
-        "echo x > /dev/full; cat /dev/null && echo null-ok",
-    ]);
     let half = [
         rule(true, "c", 1, 5, "rwm"),
         rule(true, "c", 1, 3, "rwm"),
@@ -126,7 +120,9 @@ fn docker_28_default_rules_run_a_plain_container() {
         rule(true, "c", 5, 1, "rwm"),
         rule(false, "c", 10, 229, "rwm"),
     ];
-    bundle.edit(|c| {
+    // /dev/full's write error is ENOSPC: the node is there and allowed.
+    let script = "echo x > /dev/full; cat /dev/null && echo null-ok";
+    let out = run_script(&unique("docker28"), script, |c| {
         let mut all = Vec::new();
         for _ in 0..2 {
             all.push(json!({"allow": false, "access": "rwm"}));
@@ -135,8 +131,6 @@ fn docker_28_default_rules_run_a_plain_container() {
         c["linux"]["resources"]["devices"] = json!(all);
         c["linux"]["devices"] = json!([]);
     });
-    let dir = bundle.dir.to_string_lossy();
-    let out = rt.run(["run", "--bundle", &dir, &unique("docker28")]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_printed(&out, &["null-ok"], &["No space left on device"]);
 }
@@ -176,16 +170,10 @@ fn a_device_mknod_may_not_make_is_bound_from_the_host() {
             "c 1:7 rw",
         ],
     );
-    let rt = Runtime::new();
-    let bundle = Bundle::busybox();
-    bundle.set_args(&[
-        "sh",
-        "-c",
-        "grep -c ' /dev/full ' /proc/self/mountinfo; echo x > /dev/full; \
-         mknod /dev/full2 c 1 7 || echo mknod-refused",
-    ]);
     let id = unique("bindfull");
-    bundle.edit(|c| {
+    let script = "grep -c ' /dev/full ' /proc/self/mountinfo; echo x > /dev/full; \
+                  mknod /dev/full2 c 1 7 || echo mknod-refused";
+    let out = run_script(&id, script, |c| {
         for set in ["bounding", "effective", "permitted"] {
             c["process"]["capabilities"][set] = json!(["CAP_MKNOD", "CAP_DAC_OVERRIDE"]);
         }
@@ -197,8 +185,6 @@ fn a_device_mknod_may_not_make_is_bound_from_the_host() {
             rule(true, "c", 1, 7, "rw"),
         ]);
     });
-    let dir = bundle.dir.to_string_lossy();
-    let out = rt.run(["run", "--bundle", &dir, &id]);
     for hierarchy in cgroup_dirs(&format!("{parent_name}/{id}")) {
         let _ = fs::remove_dir(hierarchy);
     }

@@ -139,4 +139,39 @@ stop_engines() {
     sleep 0.2
   done
   for pid in $pids; do kill -9 "$pid" 2>/dev/null || true; done
+  pids=""
+}
+
+# Starts a private dockerd on CONFIG (a daemon.json from write_daemon_json)
+# with gpurun's config, PATH_PREFIX ahead of PATH (where it finds the hook
+# names --gpus needs) and any further dockerd flags, logging to LOG, and
+# waits for it; its PID joins $pids. Fails where it did not start.
+start_dockerd() { # CONFIG LOG PATH_PREFIX [DOCKERD_FLAG...]
+  config=$1 log=$2 prefix=$3
+  shift 3
+  PATH="${prefix:+$prefix:}$PATH" GPURUN_CONFIG="$work/gpurun.toml" \
+    dockerd "$@" --config-file "$config" > "$log" 2>&1 &
+  pids="$pids $!"
+  wait_for docker version
+}
+
+# The busybox and glibc images into the running dockerd's data root.
+load_images() {
+  for image in busybox glibc; do docker load -i "$work/$image.tar" >/dev/null; done
+}
+
+# Docker's "userns-remap": "default" on the running dockerd (a user
+# namespace started by root): root is dockremap's first subordinate id, the
+# image writable, and --gpus device=0 gives GPU 0 with nvidia-smi 9.
+# Docker 28's own warning about IP forwarding (bridge none) is passed over;
+# anything else on stderr counts.
+check_userns_remap() { # LABEL
+  remap=$(awk -F: '$1 == "dockremap" {print $2; exit}' /etc/subuid)
+  out=$(docker run --rm --runtime=gpurun "$bb" sh -c \
+    'awk "{print \$1, \$2}" /proc/self/uid_map; id -u; touch /x && echo wrote' 2>&1 | grep -v '^WARNING: IPv4 forwarding is disabled')
+  check "$1: root is dockremap's first subordinate id, the image writable" "0 $remap
+0
+wrote" "$out"
+  out=$(docker run --rm --runtime=gpurun --gpus device=0 "$glibc" sh -c "$nodes" 2>&1 | grep -v '^WARNING: IPv4 forwarding is disabled')
+  check "$1 --gpus device=0: GPU 0 only, nvidia-smi exits 9" "/dev/nvidia0 smi=9" "$out"
 }
