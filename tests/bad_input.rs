@@ -29,6 +29,7 @@ fn malformed_config_json() {
         ("[1,2,3]", "not a valid OCI runtime config"),
         ("{\"ociVersion\": 5}", "not a valid OCI runtime config"),
         ("\u{ff}\u{fe}garbage", "not a valid OCI runtime config"),
+        ("{}", "ociVersion missing"),
     ] {
         fs::write(bundle.dir.join("config.json"), content).unwrap();
         assert_clean_failure(
@@ -382,4 +383,19 @@ fn a_named_config_must_exist_and_the_toolkits_is_read_as_is() {
     let out = plan(&toolkit);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("/dev/nvidia0"), "{}", out.stdout);
+}
+
+#[test]
+fn run_with_no_id_names_both_forms() {
+    let rt = Runtime::new();
+    let out = rt.run(["run"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("gpurun: error: run needs a container id"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("--rootfs DIR -- CMD"), "{}", out.stderr);
 }

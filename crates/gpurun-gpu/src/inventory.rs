@@ -134,7 +134,7 @@ pub fn discover_cached(
                 .or_else(|| lib_version(&mut looked))
             else {
                 bail!(
-                    "no NVIDIA driver found: no {}/driver/nvidia/version and no libnvidia-ml.so.<version> in the library directories under {}; set --driver-root / --proc-root (or GPURUN_DRIVER_ROOT / GPURUN_PROC_ROOT)",
+                    "no NVIDIA driver found: no {}/driver/nvidia/version and no libnvidia-ml.so.<version> in the library directories under {}: the driver is not installed or not loaded; if its files are elsewhere (a driver container), set --driver-root / --proc-root (or GPURUN_DRIVER_ROOT / GPURUN_PROC_ROOT)",
                     roots.proc_root.display(),
                     roots.driver_root.display()
                 );

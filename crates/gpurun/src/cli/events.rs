@@ -10,6 +10,7 @@ pub struct EventsArgs {
     /// Print one stats event and exit
     #[arg(long)]
     pub stats: bool,
+    /// The container to watch
     #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub container_id: String,
 }

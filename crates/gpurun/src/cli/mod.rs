@@ -36,6 +36,10 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// liboci-cli's own words for `--console-socket` are garbled.
+const CONSOLE_SOCKET_HELP: &str =
+    "A unix socket that receives the pseudoterminal's master end (process.terminal: true)";
+
 /// The help heading of the flags every command takes.
 const GLOBAL: &str = "Global flags";
 
@@ -105,6 +109,11 @@ impl GlobalFlags {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Create a container from a bundle; start it with `start`
+    #[command(
+        mut_arg("console_socket", |a| a.help(CONSOLE_SOCKET_HELP)),
+        mut_arg("no_pivot", |a| a.help("Do not use pivot_root to jail the process inside the rootfs")),
+        mut_arg("container_id", |a| a.help("The new container's id"))
+    )]
     Create(liboci_cli::Create),
     /// Start a created container
     Start(liboci_cli::Start),
@@ -166,7 +175,8 @@ pub enum Command {
         #[arg(long)]
         gpu: bool,
     },
-    /// GPU inventory, plans and CDI specs (read-only)
+    /// GPU inventory, plans and CDI specs; `verify` runs a throwaway
+    /// container, `cdi -o` writes a file
     #[command(subcommand)]
     Gpu(GpuCommand),
     /// NVIDIA's CDI hooks (nvidia-cdi-hook's subcommands and flags) for a
@@ -193,11 +203,13 @@ pub enum Command {
 pub enum GpuCommand {
     /// Driver version, CUDA version and each GPU (like nvidia-container-cli info)
     Info {
+        /// Print JSON instead of text
         #[arg(long)]
         json: bool,
     },
     /// Device nodes and driver files per capability (like nvidia-container-cli list)
     List {
+        /// Print JSON instead of text
         #[arg(long)]
         json: bool,
     },
@@ -205,6 +217,7 @@ pub enum GpuCommand {
     Plan {
         /// The bundle directory (holding config.json)
         bundle: PathBuf,
+        /// Print JSON (with the CDI edits as `cdiEdits`) instead of text
         #[arg(long)]
         json: bool,
         /// As `run --gpus LIST` would plan it: the invoker's own request
@@ -259,7 +272,9 @@ pub struct KillArgs {
     /// Send the signal to every process in the container
     #[arg(short, long)]
     pub all: bool,
+    /// The container to signal
     pub container_id: String,
+    /// The signal: a name (KILL, SIGKILL) or a number
     #[arg(default_value = "SIGTERM")]
     pub signal: String,
 }

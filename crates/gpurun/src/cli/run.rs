@@ -20,7 +20,7 @@ pub struct RunArgs {
     /// Disable the use of the subreaper used to reap reparented processes
     #[arg(long)]
     pub no_subreaper: bool,
-    /// Do not use pivot root to jail process inside rootfs
+    /// Do not use pivot_root to jail the process inside the rootfs
     #[arg(long)]
     pub no_pivot: bool,
     /// Do not create a new session keyring for the container
@@ -71,7 +71,7 @@ pub struct RunArgs {
     pub private_network: bool,
 
     /// The container id (made up with --rootfs when left out)
-    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new(), required_unless_present = "rootfs")]
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub container_id: Option<String>,
     /// With --rootfs: the command and its arguments, after `--`
     #[arg(last = true, value_name = "CMD")]

@@ -48,6 +48,7 @@ pub struct UpdateArgs {
     /// Intel RDT/MBA memory bandwidth schema
     #[arg(long)]
     pub mem_bw_schema: Option<String>,
+    /// The container whose limits change
     #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub container_id: String,
 }

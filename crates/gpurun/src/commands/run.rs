@@ -19,7 +19,11 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         anyhow::bail!("a command after \"--\" needs --rootfs DIR; with a bundle the command is process.args in config.json");
     }
     let gpu_env = args.gpu_env();
-    let id = args.container_id.as_deref().unwrap_or_default();
+    let Some(id) = args.container_id.as_deref() else {
+        anyhow::bail!(
+            "run needs a container id: \"gpurun run [-b BUNDLE] ID\" runs a bundle's config.json, \"gpurun run --rootfs DIR -- CMD\" a directory with no config"
+        );
+    };
     let bundle = args.bundle.clone().unwrap_or_else(|| ".".into());
     // Read once, here, for the choice of protection and for the launch; a
     // config that cannot be read takes the re-exec, whose run reports why.

@@ -45,6 +45,19 @@ pub fn load_spec(bundle: &Path) -> Result<Spec> {
             MAX_CONFIG_BYTES >> 20
         );
     }
+    // oci-spec fills a missing ociVersion with its own default, so `{}`
+    // would pass for a config and fail later on a missing root.
+    #[derive(serde::Deserialize)]
+    struct Version {
+        #[serde(rename = "ociVersion")]
+        oci_version: Option<serde::de::IgnoredAny>,
+    }
+    if let Ok(Version { oci_version: None }) = serde_json::from_slice::<Version>(&bytes) {
+        bail!(
+            "{}: ociVersion missing: an OCI runtime config names its version (\"ociVersion\": \"1.0.2\"); regenerate it with \"gpurun spec\"",
+            path.display()
+        );
+    }
     let spec: Spec = serde_json::from_slice(&bytes).map_err(|e| {
         anyhow::anyhow!(
             "{} is not a valid OCI runtime config: {e}; fix it or regenerate it with \"gpurun spec\"",
