@@ -23,9 +23,15 @@ fi
 
 # Inside the unstable root from here on.
 gpurun=$2 work=$3
-pids=""
+pids="" made_nodes=""
 . integration/lib/common.sh
-trap 'stop_engines' EXIT INT TERM
+cleanup() {
+  stop_engines
+  pkill -U gpurun-test -f 'catatonit|podman' 2>/dev/null || true
+  for n in $made_nodes; do rm -f "$n"; done
+  rm -f /etc/gpurun/config.toml
+}
+trap cleanup EXIT INT TERM
 host="$work/fx/host"
 bb=gpurun-test/busybox
 glibc=gpurun-test/glibc
@@ -33,6 +39,44 @@ nodes='ls /dev/nvidia[0-9]* | tr "\n" " "; nvidia-smi >/dev/null 2>&1; echo smi=
 set +e
 
 # --- Docker 28 ---------------------------------------------------------
+# Compose v2 (unstable's docker-compose plugin) on the running dockerd:
+# GPUs asked for by `deploy.resources.reservations.devices` (Docker's
+# DeviceRequests, the --gpus path), each service exactly its GPUs, and
+# `compose down` leaving no gpurun state. ($$ is Compose's escape for $.)
+compose_gpus() {
+  mkdir -p "$work/compose"
+  cat > "$work/compose/compose.yaml" <<EOF
+services:
+  one:
+    image: $glibc
+    runtime: gpurun
+    network_mode: none
+    command: [sh, -c, 'echo \$\$(ls /dev/nvidia[0-9]*); nvidia-smi >/dev/null 2>&1; echo smi=\$\$?']
+    deploy:
+      resources:
+        reservations:
+          devices: [{driver: nvidia, device_ids: ["1"], capabilities: [gpu, utility]}]
+  every:
+    image: $glibc
+    runtime: gpurun
+    network_mode: none
+    command: [sh, -c, 'echo \$\$(ls /dev/nvidia[0-9]*)']
+    deploy:
+      resources:
+        reservations:
+          devices: [{driver: nvidia, count: all, capabilities: [gpu]}]
+EOF
+  compose() { (cd "$work/compose" && DOCKER_HOST="unix://$sock" /usr/bin/docker compose "$@"); }
+  compose up --no-color >"$work/compose/up.log" 2>&1
+  check "docker 28 compose up: exit 0" 0 "$?"
+  check "docker 28 compose, device_ids [1]: GPU 1 only, nvidia-smi 9" "/dev/nvidia1
+smi=9" "$(compose logs --no-log-prefix one 2>&1)"
+  check "docker 28 compose, count all: both GPUs" "/dev/nvidia0 /dev/nvidia1" \
+    "$(compose logs --no-log-prefix every 2>&1)"
+  compose down >/dev/null 2>&1
+  check "docker 28 compose down: no gpurun state left" "" "$(state_left "$work/exec/runtime-gpurun/moby")"
+}
+
 sock="$work/docker.sock"
 write_daemon_json
 mkdir -p "$work/hooks"
@@ -50,6 +94,7 @@ if start_dockerd "$work/daemon.json" "$work/dockerd.log" "$work/hooks"; then
   check "docker 28 --gpus device=0 (hook path): GPU 0 only, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
   out=$(docker run --rm --runtime=gpurun --gpus all "$glibc" sh -c "$nodes" 2>"$work/err")
   check "docker 28 --gpus all (hook path): both GPUs" "/dev/nvidia0 /dev/nvidia1 smi=9" "$out"
+  compose_gpus
 else
   check "dockerd 28 starts" started "$(tail -3 "$work/dockerd.log")"
 fi
@@ -105,7 +150,15 @@ check "setup containerd keeps version 3" "version = 3" "$(grep -m1 '^version' "$
 sed -i -e "s|^root = .*|root = '$work/ctd-root'|" -e "s|^state = .*|state = '$work/ctd-state'|" \
   -e "/^\[grpc\]/,/^\[/ s|^\( *\)address = .*|\1address = '$sock'|" \
   -e "s|^\( *\)sandbox = .*|\1sandbox = 'docker.io/gpurun-test/pause:latest'|" \
-  -e "s|restrict_oom_score_adj = false|restrict_oom_score_adj = true|" "$work/ctd.toml"
+  -e "s|restrict_oom_score_adj = false|restrict_oom_score_adj = true|" \
+  -e "s|^\( *\)conf_dir = '/etc/cni/net.d'|\1conf_dir = '$work/cni'|" "$work/ctd.toml"
+# A pod network for the pod with a user namespace (which cannot take the
+# node's network): a veth pair (ptp) with an address, removed with the pod.
+mkdir -p "$work/cni"
+cat > "$work/cni/10-pod.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "gpurun-pod", "plugins": [{"type": "ptp", "ipMasq": false,
+  "ipam": {"type": "host-local", "subnet": "10.233.0.0/24", "dataDir": "$work/cni-ipam"}}]}
+EOF
 dump=$(containerd --config "$work/ctd.toml" config dump 2>&1)
 check_contains "containerd 2 reads the runtime setup wrote" "BinaryName = '$gpurun'" "$dump"
 GPURUN_CONFIG="$work/gpurun.toml" containerd --config "$work/ctd.toml" > "$work/containerd.log" 2>&1 &
@@ -140,6 +193,21 @@ if wait_for ctr version; then
 1
 void" "$(printf '%s\n' "$out" | grep -E '^(/dev/nvidia|[0-9]+$|void)' | head -3)"
   rm -f /var/run/cdi/nvidia.json
+  # hostUsers: false: the pod in a user namespace of its own (ids from
+  # 3000000, and a network of its own), a GPU by env and a host volume, which containerd 2 asks the
+  # runtime to idmap (it reads `features` for that): root in the pod
+  # writes the volume as the host's root, not as 3000000.
+  mkdir -p "$work/volume"
+  out=$(CRI_CLIENT_USERNS=3000000:65536 CRI_CLIENT_VOLUME="$work/volume" RUST_BACKTRACE=0 "$cri" "$sock" gpurun \
+    "docker.io/$glibc:latest" "$work/pod-logs-userns" \
+    'echo map=$(head -1 /proc/self/uid_map | tr -s " "); '"$nodes"'; touch /volume/made && echo wrote' \
+    NVIDIA_VISIBLE_DEVICES=0 2>&1)
+  check "containerd 2 CRI hostUsers: false: mapped to 3000000, GPU 0, nvidia-smi 9, volume written" \
+    "map= 0 3000000 65536
+/dev/nvidia0 smi=9
+wrote" "$(printf '%s\n' "$out" | grep -E '^(map=|/dev/nvidia|wrote)')"
+  check "containerd 2 CRI hostUsers: false: the volume's file is the host's root's (idmapped)" \
+    "0:0" "$(stat -c %u:%g "$work/volume/made" 2>&1)"
 else
   check "containerd 2 starts" started "$(tail -3 "$work/containerd.log")"
 fi
@@ -173,7 +241,57 @@ check "podman 5 container restore: exit 0" 0 "$?"
 now=$(podman exec ckpt cat /tmp/count 2>/dev/null)
 check "podman 5: the restored container counts on from its checkpoint" yes "$([ "${now:-0}" -ge 30 ] && echo yes)"
 podman rm -f ckpt >/dev/null 2>&1
+
+# Rootful with --userns=auto (a user namespace started by root, as
+# Kubernetes' hostUsers: false): conmon passes the runtime no environment,
+# so the fake host is named in this root's own /etc/gpurun/config.toml,
+# and Podman's "containers" user gets subordinate ids (both this root's
+# files, not the host's).
+id containers >/dev/null 2>&1 || useradd --system --no-create-home containers
+grep -q '^containers:' /etc/subuid 2>/dev/null || echo containers:2000000:1000000 >> /etc/subuid
+grep -q '^containers:' /etc/subgid 2>/dev/null || echo containers:2000000:1000000 >> /etc/subgid
+mkdir -p /etc/gpurun
+cp "$work/gpurun.toml" /etc/gpurun/config.toml
+out=$(podman run --rm --userns=auto --network none -e NVIDIA_VISIBLE_DEVICES=0 "$glibc" sh -c \
+  'read inside host size < /proc/self/uid_map; [ "$host" -gt 0 ] && echo "$inside mapped"; '"$nodes" 2>&1)
+check "podman 5 --userns=auto -e NVIDIA_VISIBLE_DEVICES=0: root mapped, GPU 0, nvidia-smi 9" \
+  "0 mapped
+/dev/nvidia0 smi=9" "$out"
+rm -f /etc/gpurun/config.toml
 podman rm -af >/dev/null 2>&1
 podman system reset -f >/dev/null 2>&1
+
+# Rootless, as an unprivileged user of this root with a private HOME:
+# `setup podman` writes its containers.conf, a plain run and a GPU by CDI
+# name. A rootless runtime binds a device node from the host's own /dev,
+# so the fake host's nodes are made there for these runs (only those made
+# here are removed).
+user=gpurun-test
+sh scripts/test-user.sh "$user"
+home="$work/home"
+mkdir -p "$home/run" "$home/.config/gpurun" "$home/cdi"
+cp "$work/gpurun.toml" "$home/.config/gpurun/config.toml"
+cp "$work/cdi-podman/nvidia.yaml" "$home/cdi/"
+chown -R "$user" "$home"
+chmod 700 "$home/run"
+chmod o+rx "$work" && chmod -R o+rX "$work/busybox.tar" "$work/glibc.tar" "$work/fx"
+for node in "$host"/dev/nvidia*; do
+  name=/dev/$(basename "$node")
+  [ -e "$name" ] && continue
+  mknod -m 666 "$name" c "$((0x$(stat -c %t "$node")))" "$((0x$(stat -c %T "$node")))"
+  made_nodes="$made_nodes $name"
+done
+as_user() { setpriv --reuid="$user" --regid="$user" --init-groups env HOME="$home" XDG_RUNTIME_DIR="$home/run" "$@"; }
+out=$(cd "$home" && as_user "$gpurun" setup podman --binary "$gpurun" 2>&1)
+check_contains "podman 5 rootless: setup podman writes the user's containers.conf" \
+  "$home/.config/containers/containers.conf" "$out"
+upodman() { (cd "$home" && as_user /usr/bin/podman --storage-driver vfs --runtime gpurun "$@"); }
+upodman load -i "$work/busybox.tar" >/dev/null 2>&1
+upodman load -i "$work/glibc.tar" >/dev/null 2>&1
+upodman run --rm --network none "$bb" sh -c 'exit 6'
+check "podman 5 rootless: run exits 6" 6 "$?"
+out=$(upodman --cdi-spec-dir "$home/cdi" run --rm --network none --device nvidia.com/gpu=1 "$glibc" sh -c "$nodes" 2>&1)
+check "podman 5 rootless --device nvidia.com/gpu=1 (CDI): GPU 1, nvidia-smi 9" "/dev/nvidia1 smi=9" "$out"
+upodman system reset -f >/dev/null 2>&1
 
 summary "current-engines"

@@ -12,7 +12,7 @@
 # paths, and a fresh /run. The mirror is the system's own (scripts/debian-mirror.sh).
 set -eu
 cd "$(dirname "$0")/.."
-packages="containerd docker.io docker-cli podman runc crun criu iproute2 iptables \
+packages="containerd containernetworking-plugins docker.io docker-cli docker-compose podman runc crun criu iproute2 iptables \
   ca-certificates procps util-linux kmod fuse-overlayfs uidmap conmon netavark \
   catatonit jq python3 busybox-static time passwd"
 cache=${GPURUN_CURRENT_ENGINES:-/var/cache/gpurun-current-engines}

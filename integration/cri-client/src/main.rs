@@ -20,6 +20,11 @@
 //! `CRI_CLIENT_CDI_DEVICES=nvidia.com/gpu=0,...` asks for CDI devices in the
 //! container's config (`CDIDevices`, as the device plugin's `cdi-cri`
 //! strategy and DRA do): containerd 2.x applies their edits itself.
+//! `CRI_CLIENT_USERNS=HOSTID:LENGTH` gives the pod a user namespace of its
+//! own (Kubernetes' `hostUsers: false`): ids 0..LENGTH map to HOSTID on,
+//! and a network namespace of its own (CNI must be configured).
+//! `CRI_CLIENT_VOLUME=HOSTDIR` mounts HOSTDIR read-write at /volume (in such
+//! a pod with the pod's mappings, as the kubelet asks: an idmapped mount).
 
 use std::time::Duration;
 
@@ -89,6 +94,23 @@ async fn mid_run_phase(
     Ok(())
 }
 
+/// `HOSTID:LENGTH` as a pod-wide user namespace mapping ids 0..LENGTH.
+fn pod_user_namespace(spec: &str) -> Result<UserNamespace> {
+    let (host, length) = spec
+        .split_once(':')
+        .context("CRI_CLIENT_USERNS is HOSTID:LENGTH")?;
+    let mapping = IdMapping {
+        host_id: host.parse().context("CRI_CLIENT_USERNS host id")?,
+        container_id: 0,
+        length: length.parse().context("CRI_CLIENT_USERNS length")?,
+    };
+    Ok(UserNamespace {
+        mode: NamespaceMode::Pod as i32,
+        uids: vec![mapping],
+        gids: vec![mapping],
+    })
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -121,6 +143,28 @@ async fn main() -> Result<()> {
         .map(|name| CdiDevice { name: name.into() })
         .collect();
 
+    let volume = std::env::var("CRI_CLIENT_VOLUME").ok();
+    let userns = std::env::var("CRI_CLIENT_USERNS")
+        .ok()
+        .map(|spec| pod_user_namespace(&spec))
+        .transpose()?;
+
+    // A pod with a user namespace cannot share the node's network
+    // (Kubernetes refuses it, containerd cannot); each container repeats
+    // the pod's namespaces, as the kubelet sends them.
+    let volume_ids = userns.clone().unwrap_or_default();
+    let namespaces = NamespaceOption {
+        network: if userns.is_some() {
+            NamespaceMode::Pod as i32
+        } else {
+            NamespaceMode::Node as i32
+        },
+        pid: NamespaceMode::Container as i32,
+        ipc: NamespaceMode::Pod as i32,
+        userns_options: userns,
+        ..Default::default()
+    };
+
     let uid = format!("gpurun-e2e-{}", std::process::id());
     let sandbox_config = PodSandboxConfig {
         metadata: Some(PodSandboxMetadata {
@@ -133,12 +177,7 @@ async fn main() -> Result<()> {
         linux: Some(LinuxPodSandboxConfig {
             cgroup_parent: std::env::var("CRI_CLIENT_CGROUP_PARENT").unwrap_or_default(),
             security_context: Some(LinuxSandboxSecurityContext {
-                namespace_options: Some(NamespaceOption {
-                    network: NamespaceMode::Node as i32,
-                    pid: NamespaceMode::Container as i32,
-                    ipc: NamespaceMode::Pod as i32,
-                    ..Default::default()
-                }),
+                namespace_options: Some(namespaces.clone()),
                 ..Default::default()
             }),
             ..Default::default()
@@ -179,6 +218,15 @@ async fn main() -> Result<()> {
                             host_path: dir.clone(),
                             ..Default::default()
                         })
+                        .chain(volume.iter().map(|dir| Mount {
+                            container_path: "/volume".into(),
+                            host_path: dir.clone(),
+                            // The kubelet asks for the pod's mappings on each
+                            // volume of a pod with a user namespace.
+                            uid_mappings: volume_ids.uids.clone(),
+                            gid_mappings: volume_ids.gids.clone(),
+                            ..Default::default()
+                        }))
                         .chain(device_mounts.iter().map(|device| Mount {
                             container_path: format!("/var/run/nvidia-container-devices/{device}"),
                             host_path: "/dev/null".into(),
@@ -187,6 +235,13 @@ async fn main() -> Result<()> {
                         }))
                         .collect(),
                     cdi_devices: cdi_devices.clone(),
+                    linux: Some(LinuxContainerConfig {
+                        security_context: Some(LinuxContainerSecurityContext {
+                            namespace_options: Some(namespaces.clone()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 sandbox_config: Some(sandbox_config.clone()),
