@@ -8,67 +8,90 @@
 #
 #   sh scripts/host-matrix.sh [KERNEL...]     default: 6.1 6.12
 #
-# GPURUN_MATRIX_SUITES chooses the test binaries (default below); each runs
-# whole, as root, under TCG, so choose for time (README: what runs where).
-# SUITE=NAME,NAME runs only the tests whose names contain one of NAMEs.
+# Which test programs run on which kernel: tests/matrix.txt (KERNEL
+# PROGRAM NAMES VAR=VALUE...). GPURUN_MATRIX_SUITES="PROGRAM[=NAME,...] ..."
+# runs those on every KERNEL named instead. Each runs as root, under TCG.
 set -eu
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- 6.1 6.12
-suites=${GPURUN_MATRIX_SUITES:-"layouts image lifecycle rootless cgroup_v2 security checkpoint"}
+
+# The plan, a line per run: KERNEL PROGRAM NAMES [VAR=VALUE...].
+plan=$(mktemp)
+list=$(mktemp)
+trap 'rm -f "$plan" "$list"' EXIT
+for kernel in "$@"; do
+  if [ -n "${GPURUN_MATRIX_SUITES:-}" ]; then
+    for entry in $GPURUN_MATRIX_SUITES; do
+      names=-
+      [ "$entry" = "${entry%%=*}" ] || names=${entry#*=}
+      echo "$kernel ${entry%%=*} $names"
+    done
+  else
+    grep -v '^#' tests/matrix.txt | awk -v k="$kernel" '$1 == k'
+  fi
+done > "$plan"
+[ -s "$plan" ] || { echo "host-matrix: nothing to run for kernel(s) $*" >&2; exit 2; }
 
 cargo build --locked -p gpurun -p fake-nvml
-targets=""
-for s in $suites; do targets="$targets --test ${s%%=*}"; done
-# The test executables, by suite name, from cargo's own account of them.
-list=$(mktemp)
-trap 'rm -f "$list"' EXIT
+targets=$(awk '{printf " --test %s", $2}' "$plan")
+# The test executables, by program name, from cargo's own account of them.
 # shellcheck disable=SC2086
 cargo test --locked --no-run --message-format=json $targets 2>/dev/null \
   | jq -r 'select(.reason == "compiler-artifact" and .executable != null
                   and (.target.kind | index("test"))) | "\(.target.name) \(.executable)"' > "$list"
 
+# Before any guest boots: every program built, every NAME matching a test
+# (a filter that matches none would pass silently, zero tests counting
+# as a pass; a renamed test must fail the run instead).
+while read -r kernel s names vars; do
+  exe=$(awk -v s="$s" '$1 == s {print $2}' "$list")
+  [ -n "$exe" ] || { echo "host-matrix: no test program $s (tests/matrix.txt)" >&2; exit 2; }
+  [ "$names" = - ] && continue
+  for name in $(echo "$names" | tr ',' ' '); do
+    "$exe" --list 2>/dev/null | grep ': test$' | grep -qF -- "$name" && continue
+    echo "host-matrix: $s on $kernel: '$name' matches no test in $s (renamed? fix tests/matrix.txt)" >&2
+    exit 2
+  done
+done < "$plan"
+
 passed=0
 failed=0
-for kernel in "$@"; do
-  for entry in $suites; do
-    s=${entry%%=*}
-    filters=""
-    [ "$entry" = "$s" ] || filters=$(echo "${entry#*=}" | tr ',' ' ')
-    exe=$(awk -v s="$s" '$1 == s {print $2}' "$list")
-    [ -n "$exe" ] || { echo "host-matrix: no test binary for suite $s" >&2; exit 2; }
-    log=$(mktemp)
-    start=$(date +%s)
-    # Two tests at a time: the guest has two CPUs, and the suites share
-    # fixtures built once per binary.
+while read -r kernel s names vars; do
+  filters=""
+  [ "$names" = - ] || filters=$(echo "$names" | tr ',' ' ')
+  exe=$(awk -v s="$s" '$1 == s {print $2}' "$list")
+  log=$(mktemp)
+  start=$(date +%s)
+  # Two tests at a time: the guest has two CPUs, and the suites share
+  # fixtures built once per binary.
+  status=0
+  # shellcheck disable=SC2086
+  env $vars sh scripts/vm.sh "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null || status=$?
+  if [ "$status" = 125 ]; then
+    # The guest itself went down before the suite ended (vm.sh's 125,
+    # seen once under emulation with the suite passing on its rerun):
+    # once more, said here with the guest's last kernel lines, so a
+    # suite that brings its guest down every time still fails.
+    echo "host-matrix: kernel $kernel, $s: the guest ended without a status; its last kernel lines, then a second run:"
+    grep -a '^\[ *[0-9.]*\] ' "$log" | tail -15 | sed "s/^/  [$kernel $s] /"
     status=0
     # shellcheck disable=SC2086
-    sh scripts/vm.sh "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 || status=$?
-    if [ "$status" = 125 ]; then
-      # The guest itself went down before the suite ended (vm.sh's 125,
-      # seen once under emulation with the suite passing on its rerun):
-      # once more, said here with the guest's last kernel lines, so a
-      # suite that brings its guest down every time still fails.
-      echo "host-matrix: kernel $kernel, $s: the guest ended without a status; its last kernel lines, then a second run:"
-      grep -a '^\[ *[0-9.]*\] ' "$log" | tail -15 | sed "s/^/  [$kernel $s] /"
-      status=0
-      # shellcheck disable=SC2086
-      sh scripts/vm.sh "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 || status=$?
-    fi
-    if [ "$status" = 0 ]; then
-      result=ok
-      passed=$((passed + 1))
-    else
-      result=FAILED
-      failed=$((failed + 1))
-    fi
-    summary=$(grep -a '^test result:' "$log" | tail -1)
-    echo "host-matrix: kernel $kernel, $s: $result in $(( $(date +%s) - start )) s (${summary:-no test result})"
-    if [ "$result" = FAILED ]; then
-      grep -av '^\[ *[0-9.]*\] ' "$log" | tail -60 | sed "s/^/  [$kernel $s] /"
-      grep -a '^\[ *[0-9.]*\] ' "$log" | tail -15 | sed "s/^/  [$kernel $s kernel] /"
-    fi
-    rm -f "$log"
-  done
-done
+    env $vars sh scripts/vm.sh "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null || status=$?
+  fi
+  if [ "$status" = 0 ]; then
+    result=ok
+    passed=$((passed + 1))
+  else
+    result=FAILED
+    failed=$((failed + 1))
+  fi
+  summary=$(grep -a '^test result:' "$log" | tail -1)
+  echo "host-matrix: kernel $kernel, $s: $result in $(( $(date +%s) - start )) s (${summary:-no test result})"
+  if [ "$result" = FAILED ]; then
+    grep -av '^\[ *[0-9.]*\] ' "$log" | tail -60 | sed "s/^/  [$kernel $s] /"
+    grep -a '^\[ *[0-9.]*\] ' "$log" | tail -15 | sed "s/^/  [$kernel $s kernel] /"
+  fi
+  rm -f "$log"
+done < "$plan"
 echo "host-matrix: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -37,8 +37,9 @@ cargo test --locked --manifest-path crates/vendor/libcgroups/Cargo.toml --featur
   --lib -q -- --skip dbus_native::dbus::tests --skip systemd::manager::tests::test_task_addition \
   --skip systemd::manager::tests::test_error_thrown_if_process_never_added_to_cgroup
 mark "libcgroups unit tests"
-# End-to-end suites against real engines and schedulers (systemd.sh in a
-# 6.12 VM with systemd as PID 1, every case; current-engines.sh against
+# End-to-end suites against real engines and schedulers (systemd.sh in
+# 6.12 VMs with systemd as PID 1, on Debian 12's root and on unstable's;
+# current-engines.sh against
 # Debian unstable's Docker 28, containerd 2 and Podman 5 in a root of their
 # own); each prints "N passed, M failed" and fails the run if any check
 # failed.
@@ -46,23 +47,13 @@ for suite in integration/*.sh; do
   sh "$suite" "$PWD/target/debug/gpurun"
   mark "$suite"
 done
-# The host matrix: the kernel- and cgroup-dependent suites again in VMs on
-# the kernels GPU hosts run, with pure cgroup v2 (docs/testing.md: what runs
-# where), each suite on one of them so the run stays well inside CI's time
-# (all of them pass on both: GPURUN_MATRIX_SUITES=... host-matrix.sh K):
-# the lifecycle, rootless, security and checkpoint ones on 6.1, the GPU
-# mount, cgroup v2, CDI, user-namespace and idmapped-mount ones on 6.12
-# (whose /tmp is tmpfs: idmapped tmpfs needs 6.3). Of tests/idmap.rs (28
-# tests, 10 minutes under emulation) the guest runs the cases that differ
-# by kernel and filesystem, and of the driver layouts (10 minutes for all
-# six) the real H100 host's and the GPU Operator's: what differs by kernel
-# is the mount path they share; this host runs every test of both, and
-# all pass in the guest too (docs/testing.md).
-GPURUN_MATRIX_SUITES="lifecycle rootless security checkpoint" sh scripts/host-matrix.sh 6.1
+# The host matrix: the kernel- and cgroup-dependent test programs again in
+# VMs on the kernels GPU hosts run, with pure cgroup v2. Which program runs
+# on which kernel, whole or in part, is tests/matrix.txt (docs/testing.md:
+# what runs where).
+sh scripts/host-matrix.sh 6.1
 mark "host matrix 6.1"
-GPURUN_TEST_LAYOUTS=usr-local-nvidia/open,gpu-operator/open \
-  GPURUN_MATRIX_SUITES="layouts image cgroup_v2 cdi userns idmap=simple_idmap,write_to,ridmap,userns_join,containerd_2,unsupported_filesystem,features" \
-  sh scripts/host-matrix.sh 6.12
+sh scripts/host-matrix.sh 6.12
 mark "host matrix 6.12"
 # Slurm's srun --container on a systemd host with the cgroup/v2 plugin
 # (integration/slurm.sh ran above on this cgroup v1 host).
