@@ -4,14 +4,16 @@
 # this one does not: another kernel, pure cgroup v2 with every controller
 # enabled for children, no systemd.
 #
-#   sh scripts/vm.sh [--systemd] [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]
+#   sh scripts/vm.sh [--systemd] [--systemd-root bookworm|unstable] [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]
 #
 # --systemd: systemd is PID 1 (unified cgroups), with containerd, dockerd
 # and Podman from Debian on a small root image of its own (mmdebstrap,
 # built once into the cache; each boot's writes are discarded); this
 # machine's root is at /host, and the checkout, the fake-host cache and
 # the kernel's modules are bound to their own paths. The command runs from
-# a unit once the system is up.
+# a unit once the system is up. --systemd-root unstable: the same from
+# Debian unstable (today's containerd 2, Docker 28, Podman 5 with Quadlet,
+# runc 1.3, crun; no Slurm), from the system's own mirror.
 #
 # KERNEL: 6.1 (bookworm's), 6.12 (bookworm's 6.12 series), or a
 # linux-image-* package name. The guest's root is this machine's own /,
@@ -29,16 +31,18 @@
 set -eu
 mem=6144
 limit=2400
-systemd=""
+systemd="" suite=bookworm
 while [ $# -gt 0 ]; do
   case "$1" in
     --mem) mem=$2; shift 2 ;;
     --systemd) systemd=1; shift ;;
+    --systemd-root) systemd=1 suite=$2; shift 2 ;;
     --timeout) limit=$2; shift 2 ;;
     *) break ;;
   esac
 done
-[ $# -ge 2 ] || { echo "usage: vm.sh [--systemd] [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]" >&2; exit 2; }
+case "$suite" in bookworm | unstable) ;; *) echo "vm.sh: --systemd-root is bookworm or unstable, not $suite" >&2; exit 2 ;; esac
+[ $# -ge 2 ] || { echo "usage: vm.sh [--systemd] [--systemd-root bookworm|unstable] [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]" >&2; exit 2; }
 kernel=$1
 shift
 [ "$1" = "--" ] && shift
@@ -141,14 +145,22 @@ release=$(cat "$dir/release")
 # Podman, runc and Slurm (mmdebstrap), a unit that runs /vmshare/stage2 once the
 # system is up, nothing else started that the tests do not need. Built once.
 systemd_image() {
-  image="$cache/systemd-root-4.img"
+  common=systemd,systemd-sysv,dbus,apparmor,dbus-user-session,udev,kmod,iproute2,runc,containerd,docker.io,podman,uidmap,procps,util-linux,busybox-static,ca-certificates,jq,python3
+  if [ "$suite" = bookworm ]; then
+    image="$cache/systemd-root-4.img" packages="$common,slurmd,slurmctld,slurm-client,munge" mirror="" opts=""
+  else
+    image="$cache/systemd-unstable-2.img" packages="$common,docker-cli,crun,conmon,netavark,catatonit,passwd,time"
+    mirror=$(sh "$(dirname "$0")/debian-mirror.sh")
+    # Unstable's Release file can be past its Valid-Until on a late mirror.
+    opts='Acquire::Check-Valid-Until "false"'
+  fi
   if [ ! -f "$image" ]; then
     command -v mmdebstrap >/dev/null || apt-get install -y -qq mmdebstrap >/dev/null
     tree="$cache/systemd-root.tmp"
     rm -rf "$tree"
-    mmdebstrap --quiet --variant=minbase \
-      --include=systemd,systemd-sysv,dbus,apparmor,dbus-user-session,udev,kmod,iproute2,runc,containerd,docker.io,podman,uidmap,procps,util-linux,busybox-static,ca-certificates,jq,python3,slurmd,slurmctld,slurm-client,munge \
-      bookworm "$tree" >&2
+    # shellcheck disable=SC2086
+    mmdebstrap --quiet --variant=minbase ${opts:+--aptopt="$opts"} --include="$packages" \
+      "$suite" "$tree" $mirror >&2
     cat > "$tree/etc/systemd/system/gpurun-vm.service" <<'UNIT'
 [Unit]
 Description=The command vm.sh was given
@@ -174,6 +186,8 @@ UNIT
     echo gpurun-vm > "$tree/etc/hostname"
     : > "$tree/etc/fstab"
     mke2fs -q -t ext4 -d "$tree" -L gpurun-root "$image.tmp" 3G >&2
+    # An image whose package list changed replaces its earlier version.
+    [ "$suite" = bookworm ] || rm -f "$cache/systemd-$suite-"*.img
     mv "$image.tmp" "$image"
     rm -rf "$tree"
   fi
