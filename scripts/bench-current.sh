@@ -6,10 +6,18 @@
 # current-engines root, so each peer uses its own distribution's libraries;
 # Debian 12's runc is carried in as a file. Medians, CPU per start, ratios
 # to the last runtime named and peak RSS (scripts/bench_run.py).
+# With --engine, the engine path instead (scripts/bench_engine.py:
+# create, start, state, kill, reap, delete of a `sleep`, as containerd's
+# shim and conmon call them), each step's median and the whole path's.
 # GPURUN_BIN=... uses that binary instead of a release build.
-# Usage: scripts/bench-current.sh [ROUNDS]   (default 60; as root)
+# Usage: scripts/bench-current.sh [--engine] [ROUNDS]   (default 60; as root)
 set -eu
 cd "$(dirname "$0")/.."
+bench=bench_run.py args='["true"]'
+if [ "${1:-}" = --engine ]; then
+  bench=bench_engine.py args='["sleep", "1000"]'
+  shift
+fi
 rounds=${1:-60}
 sh scripts/install-deps.sh
 g=$(sh scripts/bench-binary.sh)
@@ -17,24 +25,25 @@ work=$(mktemp -d /tmp/gpurun-bench-current.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 sh scripts/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
-jq '.process.args = ["true"] | .process.terminal = false' "$work/bundle/config.json" > "$work/c"
+jq ".process.args = $args | .process.terminal = false" "$work/bundle/config.json" > "$work/c"
 mv "$work/c" "$work/bundle/config.json"
 cp "$(command -v runc)" "$work/runc-debian12"
 old_runc=$("$work/runc-debian12" --version | head -1 | awk '{print $3}')
 sh scripts/current-engines.sh versions | sed 's/^/current engines: /'
 sh scripts/current-engines.sh enter sh -euc '
-  g=$1 work=$2 rounds=$3 old=$4
+  g=$1 work=$2 rounds=$3 old=$4 bench=$5
   state=$(mktemp -d -p /run)
   new=$(runc --version | head -1 | awk "{print \$3}")
   crun=$(crun --version | head -1 | awk "{print \$3}")
   peers="runc-$old=$work/runc-debian12 --root $state/runc-old"
-  if crun --root "$state/crun" run --bundle "$work/bundle" probe >/dev/null 2>&1; then
+  if crun --root "$state/crun" create --bundle "$work/bundle" probe >/dev/null 2>&1 &&
+    crun --root "$state/crun" delete --force probe >/dev/null 2>&1; then
     peers="$peers|crun-$crun=crun --root $state/crun"
   else
     echo "(crun $crun does not run on this host: left out)"
   fi
   IFS="|"
   # shellcheck disable=SC2086
-  python3 scripts/bench_run.py "$rounds" "$work/bundle" "gpurun=$g --root $state/gpurun" \
+  python3 "scripts/$bench" "$rounds" "$work/bundle" "gpurun=$g --root $state/gpurun" \
     $peers "runc-$new=runc --root $state/runc-new"
-' sh "$g" "$work" "$rounds" "$old_runc"
+' sh "$g" "$work" "$rounds" "$old_runc" "$bench"
