@@ -312,9 +312,32 @@ fn relative(in_root: &Path) -> PathBuf {
 
 const ELF_MAGIC: &[u8] = b"\x7fELF";
 
-/// Finds every file of driver `version` in `root`.
+/// Every file of driver `version` in `root`: its libraries (by
+/// capability, 64- and 32-bit), programs, the loaders' vendor files, the
+/// daemons' sockets and GSP firmware.
 pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looked) -> DriverFiles {
     let mut out = DriverFiles::default();
+    scan_libraries(root, version, dirs, looked, &mut out);
+    scan_programs(root, dirs, looked, &mut out);
+    scan_config_files(root, dirs, looked, &mut out);
+    scan_sockets(root, looked, &mut out);
+    scan_firmware(root, version, dirs, looked, &mut out);
+    for list in out.files.values_mut() {
+        list.sort();
+    }
+    out.firmware.sort();
+    out
+}
+
+/// The libraries of the driver's version (and those with their own
+/// version), for every capability that needs each.
+fn scan_libraries(
+    root: &Rootfs,
+    version: &str,
+    dirs: &LibraryDirs,
+    looked: &mut Looked,
+    out: &mut DriverFiles,
+) {
     let suffix = format!(".{version}");
     for (compat32, list) in [(false, &dirs.lib64), (true, &dirs.lib32)] {
         for dir in list {
@@ -368,8 +391,10 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looke
             }
         }
     }
+}
 
-    // Programs: the `bin` beside each library directory, then the usual.
+/// Programs: the `bin` beside each library directory, then the usual.
+fn scan_programs(root: &Rootfs, dirs: &LibraryDirs, looked: &mut Looked, out: &mut DriverFiles) {
     let mut bin_dirs: Vec<PathBuf> = Vec::new();
     for dir in &dirs.lib64 {
         if let Some(parent) = dir.parent() {
@@ -412,9 +437,16 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looke
             }
         }
     }
+}
 
-    // Vendor files of the loaders: beside the library directories' `share`
-    // first, then the system's.
+/// Vendor files of the loaders: beside the library directories' `share`
+/// first, then the system's.
+fn scan_config_files(
+    root: &Rootfs,
+    dirs: &LibraryDirs,
+    looked: &mut Looked,
+    out: &mut DriverFiles,
+) {
     let mut share_dirs: Vec<(PathBuf, &str)> = Vec::new();
     for dir in &dirs.lib64 {
         if let Some(parent) = dir.parent() {
@@ -453,7 +485,10 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looke
             break;
         }
     }
+}
 
+/// The persistence and fabric-manager daemons' sockets, and MPS's directory.
+fn scan_sockets(root: &Rootfs, looked: &mut Looked, out: &mut DriverFiles) {
     for (cap, rel, kind) in [
         (
             Capability::Utility,
@@ -489,8 +524,16 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looke
             });
         }
     }
+}
 
-    // GSP firmware, which the container sees where the kernel looks.
+/// GSP firmware, which the container sees where the kernel looks.
+fn scan_firmware(
+    root: &Rootfs,
+    version: &str,
+    dirs: &LibraryDirs,
+    looked: &mut Looked,
+    out: &mut DriverFiles,
+) {
     let mut firmware_dirs: Vec<PathBuf> = vec![
         PathBuf::from("/lib/firmware/nvidia"),
         PathBuf::from("/usr/lib/firmware/nvidia"),
@@ -525,12 +568,6 @@ pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looke
             break;
         }
     }
-
-    for list in out.files.values_mut() {
-        list.sort();
-    }
-    out.firmware.sort();
-    out
 }
 
 /// The host path of `libnvidia-ml.so.1` in the library directories, for

@@ -315,28 +315,12 @@ fn proc_copy(inv: &Inventory, gpus: &[&Gpu]) -> Option<ProcDriverNvidia> {
     })
 }
 
+/// The plan, as the algorithm reads: the GPUs and the requirement check;
+/// the device nodes; the driver files as mounts with their linker-cache
+/// entries, resolved inside the rootfs; CUDA compat; the visible env.
 pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Plan> {
     let gpus = select_gpus(inv, &req.devices)?;
-    for requirement in &req.requirements {
-        let host = Facts {
-            cuda: inv.cuda_version.as_deref(),
-            driver: Some(&inv.driver_version),
-            ..Facts::default()
-        };
-        if gpus.is_empty() {
-            requirement.check(&host)?;
-        }
-        for gpu in &gpus {
-            let name = format!("GPU {}", gpu.index);
-            requirement.check(&Facts {
-                arch: gpu.arch.as_deref(),
-                brand: gpu.brand.as_deref(),
-                gpu: Some(&name),
-                ..host.clone()
-            })?;
-        }
-    }
-
+    check_requirements(inv, req, &gpus)?;
     // A request of IMEX channels alone (`nvidia.com/imex-channel=N`) gets
     // the channels only: no GPU, no control node, no driver file.
     let gpu_request = req.devices != DeviceSelection::Void;
@@ -346,168 +330,11 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
     } else {
         &no_caps
     };
-    let mut nodes: Vec<DeviceNode> = Vec::new();
-    for n in inv.control_nodes.iter().filter(|_| gpu_request) {
-        let wanted = match n.path.as_str() {
-            "/dev/nvidiactl" => true,
-            "/dev/nvidia-uvm" | "/dev/nvidia-uvm-tools" => caps.contains(&Capability::Compute),
-            "/dev/nvidia-modeset" => {
-                caps.contains(&Capability::Display) || caps.contains(&Capability::Graphics)
-            }
-            _ => false,
-        };
-        if wanted {
-            nodes.push(n.clone());
-        }
-    }
-    let wants_drm = caps.contains(&Capability::Display) || caps.contains(&Capability::Graphics);
-    for gpu in &gpus {
-        if wants_drm {
-            nodes.extend(gpu.drm_nodes.iter().cloned());
-        }
-        match &gpu.node {
-            Some(node) => nodes.push(node.clone()),
-            None => bail!(
-                "GPU {} ({}) has no device node {}/dev/nvidia{}: create it, or check --dev-root",
-                gpu.index,
-                gpu.uuid,
-                inv.roots.dev_root.display(),
-                gpu.minor
-            ),
-        }
-    }
-    nodes.extend(mig_nodes(inv, &req.devices));
-    for (selection, which) in [(&req.mig_config, "config"), (&req.mig_monitor, "monitor")] {
-        if matches!(
-            selection,
-            Some(DeviceSelection::All | DeviceSelection::List(_))
-        ) {
-            match mig_global_node(inv, which) {
-                Some(node) => nodes.push(node),
-                None => bail!(
-                    "NVIDIA_MIG_{}_DEVICES: this host has no MIG {which} capability ({}/driver/nvidia/capabilities/mig/{which})",
-                    which.to_uppercase(),
-                    inv.roots.proc_root.display()
-                ),
-            }
-        }
-    }
-    if let Some(channels) = &req.imex_channels {
-        nodes.extend(imex_nodes(inv, channels)?);
-    }
-    for family in &req.gated {
-        nodes.extend(inv.gated_nodes.get(family).into_iter().flatten().cloned());
-    }
-    nodes.sort();
-    nodes.dedup();
-
+    let nodes = device_nodes(inv, req, &gpus, caps)?;
     let rootfs_handle = rootfs.and_then(|p| Rootfs::open(p).ok());
-    let lib_dir = image_lib_dir(rootfs_handle.as_ref(), false);
-    let lib32_dir = image_lib_dir(rootfs_handle.as_ref(), true);
-    let mut mounts: Vec<PlannedMount> = Vec::new();
-    let mut ldcache_entries: Vec<Entry> = Vec::new();
-    let mut files: Vec<&DriverFile> = Vec::new();
-    for cap in caps {
-        if let Some(list) = inv.files.get(cap) {
-            files.extend(list.iter().filter(|f| {
-                // 32-bit libraries only with compat32.
-                !f.compat32 || caps.contains(&Capability::Compat32)
-            }));
-        }
-    }
-    if caps.contains(&Capability::Compat32) {
-        // compat32 brings the 32-bit builds of the other capabilities.
-        files.extend(inv.files.get(&Capability::Compat32).into_iter().flatten());
-    }
-    if !caps.is_empty() {
-        files.extend(inv.firmware.iter());
-    }
-    files.sort();
-    files.dedup();
-    for f in files {
-        let name = f
-            .host_path
-            .file_name()
-            .map(PathBuf::from)
-            .unwrap_or_default();
-        match f.kind {
-            FileKind::Library => {
-                let dir = if f.compat32 { &lib32_dir } else { &lib_dir };
-                mounts.push(PlannedMount {
-                    source: f.host_path.clone(),
-                    destination: dir.join(&name),
-                    options: ro_options(true),
-                });
-                if let Some(soname) = &f.soname {
-                    if Path::new(soname) != name {
-                        mounts.push(PlannedMount {
-                            source: f.host_path.clone(),
-                            destination: dir.join(soname),
-                            options: ro_options(true),
-                        });
-                    }
-                    ldcache_entries.push(Entry {
-                        name: soname.clone(),
-                        path: dir.join(soname).to_string_lossy().into_owned(),
-                        flags: if f.compat32 {
-                            0x0003
-                        } else {
-                            ldcache::FLAG_X86_64_LIBC6
-                        },
-                        hwcap: 0,
-                    });
-                }
-            }
-            FileKind::Binary => mounts.push(PlannedMount {
-                source: f.host_path.clone(),
-                destination: Path::new("/usr/bin").join(&name),
-                options: ro_options(true),
-            }),
-            FileKind::Firmware | FileKind::Socket | FileKind::Directory | FileKind::Config => {
-                mounts.push(PlannedMount {
-                    source: f.host_path.clone(),
-                    destination: f
-                        .container_path
-                        .clone()
-                        .unwrap_or_else(|| Path::new("/").join(&f.path_in_root)),
-                    options: match f.kind {
-                        // A read-only mount refuses writes to files, not
-                        // connects to a socket in it.
-                        FileKind::Firmware | FileKind::Config | FileKind::Socket => {
-                            ro_options(false)
-                        }
-                        _ => vec![
-                            "nosuid".into(),
-                            "nodev".into(),
-                            "noexec".into(),
-                            "bind".into(),
-                        ],
-                    },
-                })
-            }
-        }
-    }
-    // Destinations in the directories as the image has them, symlinks
-    // resolved inside it (`/lib/firmware` is `/usr/lib/firmware` with a
-    // merged /usr), so the mounts and their mount points land where the
-    // container will look. Most share a directory: each is resolved once.
+    let (mut mounts, mut ldcache_entries) = driver_mounts(inv, caps, rootfs_handle.as_ref());
     if let Some(root) = &rootfs_handle {
-        let mut real_parents: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
-        for m in &mut mounts {
-            let (Some(parent), Some(name)) = (m.destination.parent(), m.destination.file_name())
-            else {
-                continue;
-            };
-            // An existing directory in one openat2; a missing one (made
-            // in a private overlay) component by component.
-            let real = real_parents.entry(parent.to_path_buf()).or_insert_with(|| {
-                root.real_dir(parent).unwrap_or_else(|| {
-                    root.resolve(parent)
-                        .map_or_else(|_| parent.to_path_buf(), |(p, _)| p)
-                })
-            });
-            m.destination = real.join(name);
-        }
+        resolve_in_rootfs(root, &mut mounts);
     }
     if let Some(cufile) = inv
         .cufile
@@ -531,41 +358,10 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         _ => None,
     };
     if let Some(compat) = cuda_compat.as_ref().filter(|c| c.used) {
-        // The compat directory first: its libraries' names point there.
-        for entry in ldcache_entries
-            .iter_mut()
-            .filter(|e| e.flags == ldcache::FLAG_X86_64_LIBC6)
-        {
-            if compat.names.contains(&entry.name) {
-                entry.path = compat.dir.join(&entry.name).to_string_lossy().into_owned();
-            }
-        }
+        compat_first(compat, &mut ldcache_entries);
     }
     ldcache_entries.sort_by(|a, b| a.name.cmp(&b.name));
     ldcache_entries.dedup();
-
-    let mut env = Vec::new();
-    if gpu_request
-        && (req.sources.iter().any(|s| s != "env") || req.devices == DeviceSelection::All)
-    {
-        let list = if gpus.is_empty() {
-            "none".to_owned()
-        } else {
-            gpus.iter()
-                .map(|g| g.uuid.as_str())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        env.push(format!("NVIDIA_VISIBLE_DEVICES={list}"));
-    }
-    let cap_names: Vec<&str> = caps.iter().map(|c| c.name()).collect();
-    if gpu_request {
-        env.push(format!(
-            "NVIDIA_DRIVER_CAPABILITIES={}",
-            cap_names.join(",")
-        ));
-    }
-
     Ok(Plan {
         driver_version: inv.driver_version.clone(),
         gpus: gpus
@@ -580,12 +376,267 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         capabilities: caps.iter().copied().collect(),
         device_nodes: nodes,
         mounts,
-        env,
+        env: visible_env(req, &gpus, caps),
         ldcache: ldcache_entries,
         proc_driver_nvidia: gpu_request.then(|| proc_copy(inv, &gpus)).flatten(),
         drop_prestart_hooks: req.docker_hooks.clone(),
         cuda_compat,
     })
+}
+
+/// Each `NVIDIA_REQUIRE_*` against the host, and against each GPU asked for.
+fn check_requirements(inv: &Inventory, req: &Request, gpus: &[&Gpu]) -> Result<()> {
+    for requirement in &req.requirements {
+        let host = Facts {
+            cuda: inv.cuda_version.as_deref(),
+            driver: Some(&inv.driver_version),
+            ..Facts::default()
+        };
+        if gpus.is_empty() {
+            requirement.check(&host)?;
+        }
+        for gpu in gpus {
+            let name = format!("GPU {}", gpu.index);
+            requirement.check(&Facts {
+                arch: gpu.arch.as_deref(),
+                brand: gpu.brand.as_deref(),
+                gpu: Some(&name),
+                ..host.clone()
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The nodes the container gets: the control nodes its capabilities need,
+/// each GPU's (and DRM nodes for display or graphics), MIG, MIG control,
+/// IMEX channels and gated devices; sorted, once each.
+fn device_nodes(
+    inv: &Inventory,
+    req: &Request,
+    gpus: &[&Gpu],
+    caps: &BTreeSet<Capability>,
+) -> Result<Vec<DeviceNode>> {
+    let gpu_request = req.devices != DeviceSelection::Void;
+    let wants_drm = caps.contains(&Capability::Display) || caps.contains(&Capability::Graphics);
+    let mut nodes: Vec<DeviceNode> = Vec::new();
+    for n in inv.control_nodes.iter().filter(|_| gpu_request) {
+        let wanted = match n.path.as_str() {
+            "/dev/nvidiactl" => true,
+            "/dev/nvidia-uvm" | "/dev/nvidia-uvm-tools" => caps.contains(&Capability::Compute),
+            "/dev/nvidia-modeset" => wants_drm,
+            _ => false,
+        };
+        if wanted {
+            nodes.push(n.clone());
+        }
+    }
+    for gpu in gpus {
+        if wants_drm {
+            nodes.extend(gpu.drm_nodes.iter().cloned());
+        }
+        match &gpu.node {
+            Some(node) => nodes.push(node.clone()),
+            None => bail!(
+                "GPU {} ({}) has no device node {}/dev/nvidia{}: create it, or check --dev-root",
+                gpu.index,
+                gpu.uuid,
+                inv.roots.dev_root.display(),
+                gpu.minor
+            ),
+        }
+    }
+    nodes.extend(mig_nodes(inv, &req.devices));
+    nodes.extend(mig_control_nodes(inv, req)?);
+    if let Some(channels) = &req.imex_channels {
+        nodes.extend(imex_nodes(inv, channels)?);
+    }
+    for family in &req.gated {
+        nodes.extend(inv.gated_nodes.get(family).into_iter().flatten().cloned());
+    }
+    nodes.sort();
+    nodes.dedup();
+    Ok(nodes)
+}
+
+/// The MIG config and monitor capability nodes asked for.
+fn mig_control_nodes(inv: &Inventory, req: &Request) -> Result<Vec<DeviceNode>> {
+    let mut nodes = Vec::new();
+    for (selection, which) in [(&req.mig_config, "config"), (&req.mig_monitor, "monitor")] {
+        if !matches!(
+            selection,
+            Some(DeviceSelection::All | DeviceSelection::List(_))
+        ) {
+            continue;
+        }
+        match mig_global_node(inv, which) {
+            Some(node) => nodes.push(node),
+            None => bail!(
+                "NVIDIA_MIG_{}_DEVICES: this host has no MIG {which} capability ({}/driver/nvidia/capabilities/mig/{which})",
+                which.to_uppercase(),
+                inv.roots.proc_root.display()
+            ),
+        }
+    }
+    Ok(nodes)
+}
+
+/// The driver files the capabilities bring (32-bit ones only with
+/// compat32, firmware with any), sorted, once each.
+fn driver_files<'a>(inv: &'a Inventory, caps: &BTreeSet<Capability>) -> Vec<&'a DriverFile> {
+    let mut files: Vec<&DriverFile> = Vec::new();
+    for cap in caps {
+        if let Some(list) = inv.files.get(cap) {
+            files.extend(list.iter().filter(|f| {
+                // 32-bit libraries only with compat32.
+                !f.compat32 || caps.contains(&Capability::Compat32)
+            }));
+        }
+    }
+    if caps.contains(&Capability::Compat32) {
+        // compat32 brings the 32-bit builds of the other capabilities.
+        files.extend(inv.files.get(&Capability::Compat32).into_iter().flatten());
+    }
+    if !caps.is_empty() {
+        files.extend(inv.firmware.iter());
+    }
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// Each driver file as a mount (libraries in the image's own library
+/// directory, under their name and their SONAME) and each library's
+/// linker-cache entry.
+fn driver_mounts(
+    inv: &Inventory,
+    caps: &BTreeSet<Capability>,
+    rootfs: Option<&Rootfs>,
+) -> (Vec<PlannedMount>, Vec<Entry>) {
+    let lib_dir = image_lib_dir(rootfs, false);
+    let lib32_dir = image_lib_dir(rootfs, true);
+    let mut mounts: Vec<PlannedMount> = Vec::new();
+    let mut entries: Vec<Entry> = Vec::new();
+    for f in driver_files(inv, caps) {
+        let name = f
+            .host_path
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let mount = |destination: PathBuf, options| PlannedMount {
+            source: f.host_path.clone(),
+            destination,
+            options,
+        };
+        match f.kind {
+            FileKind::Library => {
+                let dir = if f.compat32 { &lib32_dir } else { &lib_dir };
+                mounts.push(mount(dir.join(&name), ro_options(true)));
+                if let Some(soname) = &f.soname {
+                    if Path::new(soname) != name {
+                        mounts.push(mount(dir.join(soname), ro_options(true)));
+                    }
+                    entries.push(Entry {
+                        name: soname.clone(),
+                        path: dir.join(soname).to_string_lossy().into_owned(),
+                        flags: if f.compat32 {
+                            0x0003
+                        } else {
+                            ldcache::FLAG_X86_64_LIBC6
+                        },
+                        hwcap: 0,
+                    });
+                }
+            }
+            FileKind::Binary => {
+                mounts.push(mount(Path::new("/usr/bin").join(&name), ro_options(true)))
+            }
+            FileKind::Firmware | FileKind::Socket | FileKind::Directory | FileKind::Config => {
+                let destination = f
+                    .container_path
+                    .clone()
+                    .unwrap_or_else(|| Path::new("/").join(&f.path_in_root));
+                mounts.push(mount(destination, other_file_options(f.kind)));
+            }
+        }
+    }
+    (mounts, entries)
+}
+
+/// Mount options of a driver file that is no library or program.
+fn other_file_options(kind: FileKind) -> Vec<String> {
+    match kind {
+        // A read-only mount refuses writes to files, not connects to a
+        // socket in it.
+        FileKind::Firmware | FileKind::Config | FileKind::Socket => ro_options(false),
+        _ => vec![
+            "nosuid".into(),
+            "nodev".into(),
+            "noexec".into(),
+            "bind".into(),
+        ],
+    }
+}
+
+/// Destinations in the directories as the image has them, symlinks
+/// resolved inside it (`/lib/firmware` is `/usr/lib/firmware` with a
+/// merged /usr), so the mounts and their mount points land where the
+/// container will look. Most share a directory: each is resolved once.
+fn resolve_in_rootfs(root: &Rootfs, mounts: &mut [PlannedMount]) {
+    let mut real_parents: std::collections::HashMap<PathBuf, PathBuf> = Default::default();
+    for m in mounts {
+        let (Some(parent), Some(name)) = (m.destination.parent(), m.destination.file_name()) else {
+            continue;
+        };
+        // An existing directory in one openat2; a missing one (made in a
+        // private overlay) component by component.
+        let real = real_parents.entry(parent.to_path_buf()).or_insert_with(|| {
+            root.real_dir(parent).unwrap_or_else(|| {
+                root.resolve(parent)
+                    .map_or_else(|_| parent.to_path_buf(), |(p, _)| p)
+            })
+        });
+        m.destination = real.join(name);
+    }
+}
+
+/// The compat directory first in the linker cache: its libraries' names
+/// point there.
+fn compat_first(compat: &CudaCompat, entries: &mut [Entry]) {
+    for entry in entries
+        .iter_mut()
+        .filter(|e| e.flags == ldcache::FLAG_X86_64_LIBC6)
+    {
+        if compat.names.contains(&entry.name) {
+            entry.path = compat.dir.join(&entry.name).to_string_lossy().into_owned();
+        }
+    }
+}
+
+/// `NVIDIA_VISIBLE_DEVICES` as the GPUs' UUIDs (when the request came from
+/// elsewhere than the env, or was "all") and `NVIDIA_DRIVER_CAPABILITIES`.
+fn visible_env(req: &Request, gpus: &[&Gpu], caps: &BTreeSet<Capability>) -> Vec<String> {
+    let mut env = Vec::new();
+    if req.devices == DeviceSelection::Void {
+        return env;
+    }
+    if req.sources.iter().any(|s| s != "env") || req.devices == DeviceSelection::All {
+        let list = if gpus.is_empty() {
+            "none".to_owned()
+        } else {
+            gpus.iter()
+                .map(|g| g.uuid.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        env.push(format!("NVIDIA_VISIBLE_DEVICES={list}"));
+    }
+    let cap_names: Vec<&str> = caps.iter().map(|c| c.name()).collect();
+    env.push(format!(
+        "NVIDIA_DRIVER_CAPABILITIES={}",
+        cap_names.join(",")
+    ));
+    env
 }
 
 /// The image's CUDA forward-compatibility library, if it has one, and

@@ -204,287 +204,41 @@ pub fn from_spec(spec: &Spec, policy: impl FnOnce() -> Result<RequestPolicy>) ->
     read(spec, is_privileged(spec), policy)
 }
 
+/// The request, as the algorithm reads: what the spec holds that can ask;
+/// the policy (read only then); which source wins; the CDI names a spec
+/// defines; IMEX channels and gated devices taken out of the GPU list and
+/// added from env or mounts; Docker's hook; capabilities, requirements
+/// and MIG control.
 fn read(
     spec: &Spec,
     privileged: bool,
     policy: impl FnOnce() -> Result<RequestPolicy>,
 ) -> Result<Request> {
-    let env = environment(spec);
-
-    let visible = env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str);
-    // Legacy CUDA images: CUDA_VERSION without NVIDIA_REQUIRE_CUDA means all.
-    let legacy = visible.is_none()
-        && env.contains_key("CUDA_VERSION")
-        && !env.contains_key("NVIDIA_REQUIRE_CUDA");
-    let env_devices = if legacy {
-        DeviceSelection::All
-    } else if visible.is_some_and(|v| Path::new(v.trim()) == Path::new(VOLUME_REQUEST_DIR)) {
-        // The device plugin's volume-mounts strategy points the variable
-        // at the mounts: the list is there, not here.
-        DeviceSelection::Void
-    } else {
-        devlist::parse(visible)?
-    };
-    let (volume, volume_imex) = volume_devices(spec);
-    let annotations: Vec<(&String, &String)> = spec.annotations().iter().flatten().collect();
-    let env_imex = env.get("NVIDIA_IMEX_CHANNELS");
-
-    // Engines annotate every container: only one whose annotations name a
-    // CDI device may be asking.
-    let asks = env_devices != DeviceSelection::Void
-        || !volume.is_empty()
-        || !volume_imex.is_empty()
-        || env_imex.is_some()
-        || annotations.iter().any(|(_, v)| names_a_cdi_device(v));
-    let policy = if asks {
+    let asked = Asked::of(spec)?;
+    let policy = if asked.anything() {
         policy()?
     } else {
         RequestPolicy::default()
     };
-
-    // CDI names in annotations: <prefix><anything> = "nvidia.com/gpu=0,...".
-    let mut annotated = Vec::new();
-    let mut annotation_keys = Vec::new();
-    for (key, value) in &annotations {
-        if policy
-            .annotation_prefixes
-            .iter()
-            .any(|p| !p.is_empty() && key.starts_with(p.as_str()))
-        {
-            annotated.extend(
-                value
-                    .split(',')
-                    .map(|s| s.trim().to_owned())
-                    .filter(|s| !s.is_empty()),
-            );
-            annotation_keys.push(key.as_str());
-        }
-    }
-
-    let mut sources = Vec::new();
-    let mut ignored = Vec::new();
-    let mut passed_over = |source: &str, value: String, reason: &str| {
-        ignored.push(Ignored {
-            source: source.to_owned(),
-            value,
-            reason: reason.to_owned(),
-        })
-    };
-    let env_value = || {
-        if legacy {
-            format!("CUDA_VERSION={} (legacy image: all)", env["CUDA_VERSION"])
-        } else {
-            format!("NVIDIA_VISIBLE_DEVICES={}", visible.unwrap_or_default())
-        }
-    };
-    let devices = if !annotated.is_empty() {
-        let parsed = devlist::parse(Some(&annotated.join(",")))?;
-        if let DeviceSelection::List(list) = &parsed {
-            if let Some(bad) = list.iter().find(|d| !matches!(d, DeviceRef::Cdi { .. })) {
-                anyhow::bail!(
-                    "annotation {}: {bad} is not a CDI device name (vendor.com/class=name)",
-                    annotation_keys.join(", ")
-                );
-            }
-        }
-        sources.push("annotations".to_owned());
-        if !volume.is_empty() {
-            passed_over(
-                "volume-mounts",
-                volume.join(","),
-                "the CDI annotations name the devices",
-            );
-        }
-        if env_devices != DeviceSelection::Void {
-            passed_over("env", env_value(), "the CDI annotations name the devices");
-        }
-        parsed
-    } else if !volume.is_empty() && policy.accept_volume_mounts {
-        sources.push("volume-mounts".to_owned());
-        if env_devices != DeviceSelection::Void {
-            passed_over("env", env_value(), "the volume mounts name the devices");
-        }
-        devlist::parse(Some(&volume.join(",")))?
-    } else {
-        if !volume.is_empty() {
-            passed_over(
-                "volume-mounts",
-                volume.join(","),
-                "accept-nvidia-visible-devices-as-volume-mounts is false",
-            );
-        }
-        if env_devices == DeviceSelection::Void {
-            DeviceSelection::Void
-        } else if privileged || policy.accept_envvar_unprivileged {
-            sources.push("env".to_owned());
-            env_devices
-        } else {
-            passed_over(
-                "env",
-                env_value(),
-                "unprivileged container (no CAP_SYS_ADMIN) and accept-nvidia-visible-devices-envvar-when-unprivileged is false",
-            );
-            DeviceSelection::Void
-        }
-    };
-
-    // CDI names in the list that won: a spec in the spec directories
-    // defines them, or gpurun's own NVIDIA devices stand for them.
-    let cdi_names: Vec<String> = match &devices {
-        DeviceSelection::List(list) => list
-            .iter()
-            .filter(|d| matches!(d, DeviceRef::Cdi { .. }))
-            .map(|d| d.to_string())
-            .collect(),
-        _ => Vec::new(),
-    };
-    let cdi_devices = if cdi_names.is_empty() {
-        Vec::new()
-    } else {
-        Registry::load(&policy.spec_dirs).resolve(&cdi_names)?
-    };
-    let defined = |d: &DeviceRef| cdi_devices.iter().any(|r| r.name == d.to_string());
-
-    // IMEX channels and gated devices named by CDI in the list that won.
-    let mut imex: Option<ImexChannels> = None;
-    let mut gated = BTreeSet::new();
-    let devices = match devices {
-        DeviceSelection::List(list) => {
-            let mut rest = Vec::new();
-            for d in list {
-                match &d {
-                    _ if defined(&d) => {}
-                    DeviceRef::Cdi { kind, name } if kind == "nvidia.com/imex-channel" => {
-                        let more = if name == "all" {
-                            ImexChannels::All
-                        } else {
-                            ImexChannels::List(vec![gated::parse_imex_channel(name)?])
-                        };
-                        imex = Some(ImexChannels::union(imex.take(), more));
-                    }
-                    DeviceRef::Cdi { kind, name } => match Gated::from_cdi_kind(kind) {
-                        Some(g) if name == "all" => {
-                            gated.insert(g);
-                        }
-                        Some(_) => anyhow::bail!(
-                            "CDI device {kind}={name}: {kind} has one device, \"all\""
-                        ),
-                        None => rest.push(d),
-                    },
-                    _ => rest.push(d),
-                }
-            }
-            if rest.is_empty() {
-                DeviceSelection::Void
-            } else {
-                DeviceSelection::List(rest)
-            }
-        }
-        other => other,
-    };
+    let mut verdicts = Verdicts::default();
+    let devices = winning_devices(&asked, &policy, privileged, &mut verdicts)?;
+    let cdi_devices = resolve_cdi(&devices, &policy.spec_dirs)?;
+    let (devices, mut imex, mut gated) = split_cdi_kinds(devices, &cdi_devices)?;
     let gpu_request = devices != DeviceSelection::Void;
-
-    // IMEX by volume mount (when accepted) or env, as the toolkit's hook
-    // reads them: only beside a GPU request, under the same rules as
-    // NVIDIA_VISIBLE_DEVICES.
     let env_counts = privileged || policy.accept_envvar_unprivileged;
-    if !volume_imex.is_empty() && policy.accept_volume_mounts && gpu_request {
-        let ids = gated::parse_imex_list(&volume_imex.join(","))?;
-        imex = Some(ImexChannels::union(imex.take(), ImexChannels::List(ids)));
-    } else {
-        let mounts = || format!("imex/{}", volume_imex.join(",imex/"));
-        if !volume_imex.is_empty() && !policy.accept_volume_mounts {
-            passed_over(
-                "volume-mounts",
-                mounts(),
-                "accept-nvidia-visible-devices-as-volume-mounts is false",
-            );
-        } else if !volume_imex.is_empty() {
-            passed_over(
-                "volume-mounts",
-                mounts(),
-                "IMEX channels come with a GPU request only",
-            );
-        }
-        if let Some(value) = env_imex.filter(|v| !v.trim().is_empty()) {
-            let shown = format!("NVIDIA_IMEX_CHANNELS={value}");
-            if value.trim() == "all" {
-                passed_over("env", shown, "a bare \"all\" is no channel list (as the toolkit reads it since 1.17.2): name the channels");
-            } else if !gpu_request {
-                passed_over("env", shown, "IMEX channels come with a GPU request only");
-            } else if !env_counts {
-                passed_over("env", shown, "unprivileged container (no CAP_SYS_ADMIN) and accept-nvidia-visible-devices-envvar-when-unprivileged is false");
-            } else {
-                let ids = gated::parse_imex_list(value)?;
-                if !ids.is_empty() {
-                    imex = Some(ImexChannels::union(imex.take(), ImexChannels::List(ids)));
-                }
-            }
-        }
-    }
-
-    // The gated devices: exactly "enabled", and only with a GPU.
-    for g in Gated::ALL {
-        if env.get(g.env_var()).map(String::as_str) == Some("enabled") {
-            gated.insert(g);
-        }
-    }
-    if !gpu_request && !gated.is_empty() {
-        for g in std::mem::take(&mut gated) {
-            passed_over(
-                "env",
-                format!("{}=enabled", g.env_var()),
-                "gated devices come with a GPU request only",
-            );
-        }
-    }
-
-    let docker_hooks: Vec<usize> = spec
-        .hooks()
-        .as_ref()
-        .and_then(|h| h.prestart().as_ref())
-        .map(|hooks| {
-            hooks
-                .iter()
-                .enumerate()
-                .filter(|(_, h)| {
-                    h.path().file_name().is_some_and(|n| n == DOCKER_HOOK)
-                        || h.args()
-                            .as_ref()
-                            .and_then(|a| a.first())
-                            .is_some_and(|a| a.rsplit('/').next() == Some(DOCKER_HOOK))
-                })
-                .map(|(i, _)| i)
-                .collect()
-        })
-        .unwrap_or_default();
-
+    add_imex(
+        &mut imex,
+        &asked,
+        &policy,
+        gpu_request,
+        env_counts,
+        &mut verdicts,
+    )?;
+    add_gated_env(&mut gated, &asked.env, gpu_request, &mut verdicts);
+    let env = &asked.env;
     let capabilities = caps::parse(env.get("NVIDIA_DRIVER_CAPABILITIES").map(String::as_str))?;
-    let require_disabled = env
-        .get("NVIDIA_DISABLE_REQUIRE")
-        .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false"));
-    let mut requirements = Vec::new();
-    if !require_disabled {
-        for (key, value) in &env {
-            if key.starts_with("NVIDIA_REQUIRE_") {
-                requirements.push(require::parse(key, value)?);
-            }
-        }
-    }
-    let mig = |var: &str| -> Result<Option<DeviceSelection>> {
-        let Some(value) = env.get(var) else {
-            return Ok(None);
-        };
-        // MIG config and monitor are node-wide: repartitioning a GPU
-        // changes it under every tenant. The toolkit refuses them outside
-        // a privileged container, and so does gpurun.
-        if devices != DeviceSelection::Void && !privileged {
-            anyhow::bail!(
-                "{var}={value}: refused in an unprivileged container (MIG configuration and monitoring are node-wide); run it privileged (CAP_SYS_ADMIN), or unset {var}"
-            );
-        }
-        devlist::parse(Some(value)).map(Some)
-    };
+    let (require_disabled, requirements) = requirements(env)?;
+    let mig = |var| mig_request(env, var, gpu_request && !privileged);
     Ok(Request {
         mig_config: mig("NVIDIA_MIG_CONFIG_DEVICES")?,
         mig_monitor: mig("NVIDIA_MIG_MONITOR_DEVICES")?,
@@ -492,15 +246,358 @@ fn read(
         capabilities,
         requirements,
         require_disabled,
-        docker_hooks,
-        sources,
+        docker_hooks: docker_hook_indexes(spec),
+        sources: verdicts.sources,
         privileged,
-        ignored,
+        ignored: verdicts.ignored,
         imex_channels: imex,
         gated,
         cuda_compat_disabled: policy.cuda_compat_mode == CudaCompatMode::Disabled,
         cdi_devices,
     })
+}
+
+const NO_VOLUME_MOUNTS: &str = "accept-nvidia-visible-devices-as-volume-mounts is false";
+const UNPRIVILEGED_ENV: &str = "unprivileged container (no CAP_SYS_ADMIN) and accept-nvidia-visible-devices-envvar-when-unprivileged is false";
+const IMEX_NEEDS_GPU: &str = "IMEX channels come with a GPU request only";
+
+/// What the spec holds that can ask for devices, before any policy.
+struct Asked<'a> {
+    env: BTreeMap<String, String>,
+    /// `NVIDIA_VISIBLE_DEVICES`, or all for a legacy CUDA image.
+    env_devices: DeviceSelection,
+    /// The env request as warnings and `gpu plan` show it.
+    env_shown: String,
+    volume: Vec<String>,
+    volume_imex: Vec<String>,
+    annotations: Vec<(&'a String, &'a String)>,
+}
+
+impl<'a> Asked<'a> {
+    fn of(spec: &'a Spec) -> Result<Self> {
+        let env = environment(spec);
+        let visible = env.get("NVIDIA_VISIBLE_DEVICES").map(String::as_str);
+        // Legacy CUDA images: CUDA_VERSION without NVIDIA_REQUIRE_CUDA means all.
+        let legacy = visible.is_none()
+            && env.contains_key("CUDA_VERSION")
+            && !env.contains_key("NVIDIA_REQUIRE_CUDA");
+        let env_devices = if legacy {
+            DeviceSelection::All
+        } else if visible.is_some_and(|v| Path::new(v.trim()) == Path::new(VOLUME_REQUEST_DIR)) {
+            // The device plugin's volume-mounts strategy points the variable
+            // at the mounts: the list is there, not here.
+            DeviceSelection::Void
+        } else {
+            devlist::parse(visible)?
+        };
+        let env_shown = if legacy {
+            format!("CUDA_VERSION={} (legacy image: all)", env["CUDA_VERSION"])
+        } else {
+            format!("NVIDIA_VISIBLE_DEVICES={}", visible.unwrap_or_default())
+        };
+        let (volume, volume_imex) = volume_devices(spec);
+        Ok(Asked {
+            env,
+            env_devices,
+            env_shown,
+            volume,
+            volume_imex,
+            annotations: spec.annotations().iter().flatten().collect(),
+        })
+    }
+
+    /// Engines annotate every container: only one whose annotations name a
+    /// CDI device may be asking.
+    fn anything(&self) -> bool {
+        self.env_devices != DeviceSelection::Void
+            || !self.volume.is_empty()
+            || !self.volume_imex.is_empty()
+            || self.env.contains_key("NVIDIA_IMEX_CHANNELS")
+            || self.annotations.iter().any(|(_, v)| names_a_cdi_device(v))
+    }
+}
+
+/// Which sources counted, and what was passed over and why.
+#[derive(Default)]
+struct Verdicts {
+    sources: Vec<String>,
+    ignored: Vec<Ignored>,
+}
+
+impl Verdicts {
+    fn pass_over(&mut self, source: &str, value: String, reason: &str) {
+        self.ignored.push(Ignored {
+            source: source.to_owned(),
+            value,
+            reason: reason.to_owned(),
+        })
+    }
+}
+
+/// CDI names in the annotations whose key has one of `prefixes`
+/// (`<prefix><anything> = "nvidia.com/gpu=0,..."`), and those keys.
+fn annotated_cdi_names<'a>(
+    annotations: &[(&'a String, &String)],
+    prefixes: &[String],
+) -> (Vec<String>, Vec<&'a str>) {
+    let mut names = Vec::new();
+    let mut keys = Vec::new();
+    for (key, value) in annotations {
+        if prefixes
+            .iter()
+            .any(|p| !p.is_empty() && key.starts_with(p.as_str()))
+        {
+            names.extend(
+                value
+                    .split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty()),
+            );
+            keys.push(key.as_str());
+        }
+    }
+    (names, keys)
+}
+
+/// The device request that counts: CDI annotations, else the volume
+/// mounts (when accepted), else the env (privileged, or when accepted);
+/// each other source that asked is passed over with its reason.
+fn winning_devices(
+    asked: &Asked,
+    policy: &RequestPolicy,
+    privileged: bool,
+    verdicts: &mut Verdicts,
+) -> Result<DeviceSelection> {
+    let (annotated, keys) = annotated_cdi_names(&asked.annotations, &policy.annotation_prefixes);
+    let env_asks = asked.env_devices != DeviceSelection::Void;
+    if !annotated.is_empty() {
+        let parsed = devlist::parse(Some(&annotated.join(",")))?;
+        if let DeviceSelection::List(list) = &parsed {
+            if let Some(bad) = list.iter().find(|d| !matches!(d, DeviceRef::Cdi { .. })) {
+                anyhow::bail!(
+                    "annotation {}: {bad} is not a CDI device name (vendor.com/class=name)",
+                    keys.join(", ")
+                );
+            }
+        }
+        verdicts.sources.push("annotations".to_owned());
+        let why = "the CDI annotations name the devices";
+        if !asked.volume.is_empty() {
+            verdicts.pass_over("volume-mounts", asked.volume.join(","), why);
+        }
+        if env_asks {
+            verdicts.pass_over("env", asked.env_shown.clone(), why);
+        }
+        return Ok(parsed);
+    }
+    if !asked.volume.is_empty() && policy.accept_volume_mounts {
+        verdicts.sources.push("volume-mounts".to_owned());
+        if env_asks {
+            let why = "the volume mounts name the devices";
+            verdicts.pass_over("env", asked.env_shown.clone(), why);
+        }
+        return devlist::parse(Some(&asked.volume.join(",")));
+    }
+    if !asked.volume.is_empty() {
+        verdicts.pass_over("volume-mounts", asked.volume.join(","), NO_VOLUME_MOUNTS);
+    }
+    if !env_asks {
+        Ok(DeviceSelection::Void)
+    } else if privileged || policy.accept_envvar_unprivileged {
+        verdicts.sources.push("env".to_owned());
+        Ok(asked.env_devices.clone())
+    } else {
+        verdicts.pass_over("env", asked.env_shown.clone(), UNPRIVILEGED_ENV);
+        Ok(DeviceSelection::Void)
+    }
+}
+
+/// The devices a spec in the spec directories defines, of the CDI names in
+/// the winning list (the others are gpurun's own NVIDIA devices).
+fn resolve_cdi(devices: &DeviceSelection, spec_dirs: &[PathBuf]) -> Result<Vec<Resolved>> {
+    let names: Vec<String> = match devices {
+        DeviceSelection::List(list) => list
+            .iter()
+            .filter(|d| matches!(d, DeviceRef::Cdi { .. }))
+            .map(|d| d.to_string())
+            .collect(),
+        _ => Vec::new(),
+    };
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    Registry::load(spec_dirs).resolve(&names)
+}
+
+/// The winning list without what is no GPU: devices a CDI spec defines,
+/// and the IMEX channels and gated devices it names by CDI kind.
+fn split_cdi_kinds(
+    devices: DeviceSelection,
+    defined: &[Resolved],
+) -> Result<(DeviceSelection, Option<ImexChannels>, BTreeSet<Gated>)> {
+    let list = match devices {
+        DeviceSelection::List(list) => list,
+        other => return Ok((other, None, BTreeSet::new())),
+    };
+    let mut imex: Option<ImexChannels> = None;
+    let mut gated = BTreeSet::new();
+    let mut rest = Vec::new();
+    for d in list {
+        match &d {
+            _ if defined.iter().any(|r| r.name == d.to_string()) => {}
+            DeviceRef::Cdi { kind, name } if kind == "nvidia.com/imex-channel" => {
+                let more = if name == "all" {
+                    ImexChannels::All
+                } else {
+                    ImexChannels::List(vec![gated::parse_imex_channel(name)?])
+                };
+                imex = Some(ImexChannels::union(imex.take(), more));
+            }
+            DeviceRef::Cdi { kind, name } => match Gated::from_cdi_kind(kind) {
+                Some(g) if name == "all" => {
+                    gated.insert(g);
+                }
+                Some(_) => {
+                    anyhow::bail!("CDI device {kind}={name}: {kind} has one device, \"all\"")
+                }
+                None => rest.push(d),
+            },
+            _ => rest.push(d),
+        }
+    }
+    let devices = if rest.is_empty() {
+        DeviceSelection::Void
+    } else {
+        DeviceSelection::List(rest)
+    };
+    Ok((devices, imex, gated))
+}
+
+/// IMEX channels by volume mount (when accepted) or env, as the toolkit's
+/// hook reads them: only beside a GPU request, under the same rules as
+/// NVIDIA_VISIBLE_DEVICES.
+fn add_imex(
+    imex: &mut Option<ImexChannels>,
+    asked: &Asked,
+    policy: &RequestPolicy,
+    gpu_request: bool,
+    env_counts: bool,
+    verdicts: &mut Verdicts,
+) -> Result<()> {
+    let volume_imex = &asked.volume_imex;
+    if !volume_imex.is_empty() && policy.accept_volume_mounts && gpu_request {
+        let ids = gated::parse_imex_list(&volume_imex.join(","))?;
+        *imex = Some(ImexChannels::union(imex.take(), ImexChannels::List(ids)));
+        return Ok(());
+    }
+    if !volume_imex.is_empty() {
+        let mounts = format!("imex/{}", volume_imex.join(",imex/"));
+        let why = if policy.accept_volume_mounts {
+            IMEX_NEEDS_GPU
+        } else {
+            NO_VOLUME_MOUNTS
+        };
+        verdicts.pass_over("volume-mounts", mounts, why);
+    }
+    let Some(value) = asked
+        .env
+        .get("NVIDIA_IMEX_CHANNELS")
+        .filter(|v| !v.trim().is_empty())
+    else {
+        return Ok(());
+    };
+    let shown = format!("NVIDIA_IMEX_CHANNELS={value}");
+    if value.trim() == "all" {
+        verdicts.pass_over("env", shown, "a bare \"all\" is no channel list (as the toolkit reads it since 1.17.2): name the channels");
+    } else if !gpu_request {
+        verdicts.pass_over("env", shown, IMEX_NEEDS_GPU);
+    } else if !env_counts {
+        verdicts.pass_over("env", shown, UNPRIVILEGED_ENV);
+    } else {
+        let ids = gated::parse_imex_list(value)?;
+        if !ids.is_empty() {
+            *imex = Some(ImexChannels::union(imex.take(), ImexChannels::List(ids)));
+        }
+    }
+    Ok(())
+}
+
+/// The gated devices by env: exactly "enabled", and only with a GPU.
+fn add_gated_env(
+    gated: &mut BTreeSet<Gated>,
+    env: &BTreeMap<String, String>,
+    gpu_request: bool,
+    verdicts: &mut Verdicts,
+) {
+    for g in Gated::ALL {
+        if env.get(g.env_var()).map(String::as_str) == Some("enabled") {
+            gated.insert(g);
+        }
+    }
+    if !gpu_request {
+        for g in std::mem::take(gated) {
+            let shown = format!("{}=enabled", g.env_var());
+            verdicts.pass_over("env", shown, "gated devices come with a GPU request only");
+        }
+    }
+}
+
+/// Indexes into `hooks.prestart` of Docker's toolkit hook.
+fn docker_hook_indexes(spec: &Spec) -> Vec<usize> {
+    let is_docker_hook = |h: &oci_spec::runtime::Hook| {
+        h.path().file_name().is_some_and(|n| n == DOCKER_HOOK)
+            || h.args()
+                .as_ref()
+                .and_then(|a| a.first())
+                .is_some_and(|a| a.rsplit('/').next() == Some(DOCKER_HOOK))
+    };
+    spec.hooks()
+        .as_ref()
+        .and_then(|h| h.prestart().as_ref())
+        .map(|hooks| {
+            hooks
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| is_docker_hook(h))
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `NVIDIA_REQUIRE_*`, unless `NVIDIA_DISABLE_REQUIRE` says otherwise.
+fn requirements(env: &BTreeMap<String, String>) -> Result<(bool, Vec<Requirement>)> {
+    let disabled = env
+        .get("NVIDIA_DISABLE_REQUIRE")
+        .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false"));
+    let mut requirements = Vec::new();
+    if !disabled {
+        for (key, value) in env {
+            if key.starts_with("NVIDIA_REQUIRE_") {
+                requirements.push(require::parse(key, value)?);
+            }
+        }
+    }
+    Ok((disabled, requirements))
+}
+
+/// MIG config or monitor (`var`). They are node-wide: repartitioning a GPU
+/// changes it under every tenant, so the toolkit refuses them beside a
+/// GPU request in an unprivileged container, and so does gpurun.
+fn mig_request(
+    env: &BTreeMap<String, String>,
+    var: &str,
+    unprivileged_gpu: bool,
+) -> Result<Option<DeviceSelection>> {
+    let Some(value) = env.get(var) else {
+        return Ok(None);
+    };
+    if unprivileged_gpu {
+        anyhow::bail!(
+            "{var}={value}: refused in an unprivileged container (MIG configuration and monitoring are node-wide); run it privileged (CAP_SYS_ADMIN), or unset {var}"
+        );
+    }
+    devlist::parse(Some(value)).map(Some)
 }
 
 #[cfg(test)]

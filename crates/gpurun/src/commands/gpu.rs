@@ -1,4 +1,4 @@
-//! `gpurun gpu info|list|plan|cdi`: read-only views of the GPU library.
+//! `gpurun gpu info|list|plan|cdi`: views of the GPU library (`cdi -o` writes a spec).
 
 use std::fs;
 
@@ -11,124 +11,141 @@ use crate::runtime::{context::Ctx, driver_paths, prepare};
 pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
     let roots = driver_paths::resolve(&ctx.settings)?;
     match command {
-        GpuCommand::Info { json } => {
-            let inv = inventory::discover(&roots, Source::Auto)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&inv)?);
-                return Ok(());
-            }
-            println!("NVRM version:   {}", inv.driver_version);
-            println!(
-                "CUDA version:   {}",
-                inv.cuda_version.as_deref().unwrap_or("unknown")
-            );
-            println!("Source:         {}", inv.source);
-            for g in &inv.gpus {
-                println!();
-                println!("Device Index:   {}", g.index);
-                println!("Device Minor:   {}", g.minor);
-                println!("Model:          {}", g.model);
-                println!(
-                    "Brand:          {}",
-                    g.brand.as_deref().unwrap_or("unknown")
-                );
-                println!("GPU UUID:       {}", g.uuid);
-                println!("Bus Location:   {}", g.pci_bus_id);
-                println!("Architecture:   {}", g.arch.as_deref().unwrap_or("unknown"));
-                for m in &g.migs {
-                    println!("MIG Device:     {} {}", m.index, m.uuid);
-                }
-            }
-            let channels: Vec<String> = inv.imex_channels().map(|n| n.minor.to_string()).collect();
-            if inv.imex_major.is_some() {
-                println!();
-                println!(
-                    "IMEX channels:  {}",
-                    if channels.is_empty() {
-                        "none made".to_owned()
-                    } else {
-                        channels.join(",")
-                    }
-                );
-            }
-            for (family, nodes) in &inv.gated_nodes {
-                let paths: Vec<&str> = nodes.iter().map(|n| n.path.as_str()).collect();
-                println!(
-                    "{:<16}{}",
-                    format!("{}:", family.env_var()),
-                    paths.join(" ")
-                );
-            }
-        }
-        GpuCommand::List { json } => {
-            let inv = inventory::discover(&roots, Source::Auto)?;
-            let mut nodes: Vec<_> = inv.control_nodes.clone();
-            nodes.extend(inv.gpus.iter().filter_map(|g| g.node.clone()));
-            nodes.extend(inv.gpus.iter().flat_map(|g| g.drm_nodes.iter().cloned()));
-            nodes.extend(inv.other_nodes.iter().cloned());
-            nodes.extend(inv.gated_nodes.values().flatten().cloned());
-            if json {
-                let out = serde_json::json!({
-                    "driverVersion": inv.driver_version,
-                    "deviceNodes": nodes,
-                    "files": inv.files,
-                    "firmware": inv.firmware,
-                });
-                println!("{}", serde_json::to_string_pretty(&out)?);
-                return Ok(());
-            }
-            for n in &nodes {
-                println!("{}", n.host_path.display());
-            }
-            for (cap, files) in &inv.files {
-                for f in files {
-                    println!("{}\t{cap}", f.host_path.display());
-                }
-            }
-            for f in &inv.firmware {
-                println!("{}\tfirmware", f.host_path.display());
-            }
-        }
-        GpuCommand::Plan { bundle, json, gpus } => plan(ctx, roots, &bundle, json, gpus)?,
+        GpuCommand::Info { json } => info(&roots, json),
+        GpuCommand::List { json } => list(&roots, json),
+        GpuCommand::Plan { bundle, json, gpus } => plan(ctx, roots, &bundle, json, gpus),
         GpuCommand::Verify { .. } => unreachable!("dispatched to verify::verify"),
         GpuCommand::Cdi {
             output,
             kind,
             hook_program,
             check,
-        } => {
-            let inv = inventory::discover(&roots, Source::Auto)?;
-            let hooks = match hook_program.as_str() {
-                "nvidia-cdi-hook" => cdi::HookProgram::NvidiaCdiHook,
-                _ => cdi::HookProgram::Gpurun(
-                    std::env::current_exe().context("find this gpurun binary")?,
-                ),
-            };
-            let spec = match kind.as_str() {
-                cdi::KIND => cdi::spec(&inv, &hooks),
-                cdi::IMEX_KIND => cdi::imex_spec(&inv)?,
-                other => anyhow::bail!(
-                    "--kind {other:?}: gpurun writes {} and {}",
-                    cdi::KIND,
-                    cdi::IMEX_KIND
-                ),
-            };
-            let text = serde_json::to_string_pretty(&spec)? + "\n";
-            if let Some(path) = check {
-                return check_cdi_spec(&path, &spec);
-            }
-            match output {
-                Some(path) => {
-                    if let Some(dir) = path.parent() {
-                        fs::create_dir_all(dir).ok();
-                    }
-                    fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
-                }
-                None => print!("{text}"),
-            }
+        } => cdi_spec(&roots, output, &kind, &hook_program, check),
+    }
+}
+
+/// `gpu info`: the driver and each GPU, as nvidia-container-cli info.
+fn info(roots: &gpurun_gpu::Roots, json: bool) -> Result<()> {
+    let inv = inventory::discover(roots, Source::Auto)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&inv)?);
+        return Ok(());
+    }
+    println!("NVRM version:   {}", inv.driver_version);
+    println!(
+        "CUDA version:   {}",
+        inv.cuda_version.as_deref().unwrap_or("unknown")
+    );
+    println!("Source:         {}", inv.source);
+    for g in &inv.gpus {
+        println!();
+        println!("Device Index:   {}", g.index);
+        println!("Device Minor:   {}", g.minor);
+        println!("Model:          {}", g.model);
+        println!(
+            "Brand:          {}",
+            g.brand.as_deref().unwrap_or("unknown")
+        );
+        println!("GPU UUID:       {}", g.uuid);
+        println!("Bus Location:   {}", g.pci_bus_id);
+        println!("Architecture:   {}", g.arch.as_deref().unwrap_or("unknown"));
+        for m in &g.migs {
+            println!("MIG Device:     {} {}", m.index, m.uuid);
         }
     }
+    let channels: Vec<String> = inv.imex_channels().map(|n| n.minor.to_string()).collect();
+    if inv.imex_major.is_some() {
+        println!();
+        println!(
+            "IMEX channels:  {}",
+            if channels.is_empty() {
+                "none made".to_owned()
+            } else {
+                channels.join(",")
+            }
+        );
+    }
+    for (family, nodes) in &inv.gated_nodes {
+        let paths: Vec<&str> = nodes.iter().map(|n| n.path.as_str()).collect();
+        println!(
+            "{:<16}{}",
+            format!("{}:", family.env_var()),
+            paths.join(" ")
+        );
+    }
     Ok(())
+}
+
+/// `gpu list`: device nodes and driver files, as nvidia-container-cli list.
+fn list(roots: &gpurun_gpu::Roots, json: bool) -> Result<()> {
+    let inv = inventory::discover(roots, Source::Auto)?;
+    let mut nodes: Vec<_> = inv.control_nodes.clone();
+    nodes.extend(inv.gpus.iter().filter_map(|g| g.node.clone()));
+    nodes.extend(inv.gpus.iter().flat_map(|g| g.drm_nodes.iter().cloned()));
+    nodes.extend(inv.other_nodes.iter().cloned());
+    nodes.extend(inv.gated_nodes.values().flatten().cloned());
+    if json {
+        let out = serde_json::json!({
+            "driverVersion": inv.driver_version,
+            "deviceNodes": nodes,
+            "files": inv.files,
+            "firmware": inv.firmware,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    for n in &nodes {
+        println!("{}", n.host_path.display());
+    }
+    for (cap, files) in &inv.files {
+        for f in files {
+            println!("{}\t{cap}", f.host_path.display());
+        }
+    }
+    for f in &inv.firmware {
+        println!("{}\tfirmware", f.host_path.display());
+    }
+    Ok(())
+}
+
+/// `gpu cdi`: this host's CDI spec, written, printed, or checked against a file.
+fn cdi_spec(
+    roots: &gpurun_gpu::Roots,
+    output: Option<std::path::PathBuf>,
+    kind: &str,
+    hook_program: &str,
+    check: Option<std::path::PathBuf>,
+) -> Result<()> {
+    let inv = inventory::discover(roots, Source::Auto)?;
+    let hooks = match hook_program {
+        "nvidia-cdi-hook" => cdi::HookProgram::NvidiaCdiHook,
+        _ => cdi::HookProgram::Gpurun(std::env::current_exe().context("find this gpurun binary")?),
+    };
+    let spec = match kind {
+        cdi::KIND => cdi::spec(&inv, &hooks),
+        cdi::IMEX_KIND => cdi::imex_spec(&inv)?,
+        other => anyhow::bail!(
+            "--kind {other:?}: gpurun writes {} and {}",
+            cdi::KIND,
+            cdi::IMEX_KIND
+        ),
+    };
+    let text = serde_json::to_string_pretty(&spec)? + "\n";
+    if let Some(path) = check {
+        return check_cdi_spec(&path, &spec);
+    }
+    match output {
+        Some(path) => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir).ok();
+            }
+            fs::write(&path, text).with_context(|| format!("write {}", path.display()))
+        }
+        None => {
+            print!("{text}");
+            Ok(())
+        }
+    }
 }
 
 /// `gpu cdi --check FILE`: whether a spec written earlier (JSON or YAML)
