@@ -33,10 +33,6 @@ fn run_gpu(
 const NODES: &str = "for n in /dev/nvidiactl /dev/nvidia0 /dev/nvidia1 /dev/nvidia-uvm; do [ -c $n ] && echo $n; done; \
                      nvidia-smi >/dev/null 2>&1; echo smi=$?";
 
-fn both() -> Vec<As> {
-    vec![As::Root, As::User(TestUser::get())]
-}
-
 fn lines(out: &Ran) -> Vec<&str> {
     out.stdout.lines().collect()
 }
@@ -44,7 +40,7 @@ fn lines(out: &Ran) -> Vec<&str> {
 #[test]
 fn unset_or_void_injects_nothing() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         for env in [
             &[][..],
             &["NVIDIA_VISIBLE_DEVICES=void"][..],
@@ -59,7 +55,7 @@ fn unset_or_void_injects_nothing() {
 #[test]
 fn none_gives_the_driver_but_no_gpu() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let out = run_gpu(
             &who,
             &["NVIDIA_VISIBLE_DEVICES=none"],
@@ -80,7 +76,7 @@ fn none_gives_the_driver_but_no_gpu() {
 #[test]
 fn one_gpu_gets_its_node_only_and_nvidia_smi_reaches_the_driver() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let out = run_gpu(
             &who,
             &["NVIDIA_VISIBLE_DEVICES=0"],
@@ -101,7 +97,7 @@ fn one_gpu_gets_its_node_only_and_nvidia_smi_reaches_the_driver() {
 #[test]
 fn all_gets_every_node() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let out = run_gpu(
             &who,
             &["NVIDIA_VISIBLE_DEVICES=all"],
@@ -126,7 +122,7 @@ fn all_gets_every_node() {
 #[test]
 fn capabilities_decide_libcuda() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let utility = run_gpu(
             &who,
             &["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility"],
@@ -185,7 +181,7 @@ fn the_device_cgroup_allows_exactly_the_selected_nodes() {
 #[test]
 fn ldconfig_lists_the_injected_libraries_on_writable_and_read_only_roots() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         for readonly in [false, true] {
             let out = run_gpu(
                 &who,
@@ -594,7 +590,7 @@ fn gpu_info_and_plan_describe_the_host_and_the_bundle() {
 #[test]
 fn gpu_verify_reports_what_the_container_saw() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let rt = Runtime::as_who(who.clone());
         let out = rt.run(GpuFixtures::get().args(&["gpu", "verify", "--gpus", "1"]));
         // The fake host has no kernel driver: verify says exactly that, and
@@ -743,7 +739,7 @@ fn warnings(log: &str) -> Vec<String> {
 #[test]
 fn on_a_shared_node_only_the_schedulers_allocation_counts() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         // An unprivileged tenant's own `all` gets nothing, with one warning.
         let (out, log) = run_with_config(&who, STRICT, &["NVIDIA_VISIBLE_DEVICES=all"], |_| {});
         assert_eq!(lines(&out), ["smi=127"], "{who:?}: {}", out.stderr);
@@ -821,7 +817,7 @@ fn on_a_shared_node_only_the_schedulers_allocation_counts() {
 #[test]
 fn mig_config_and_monitor_are_refused_to_an_unprivileged_container() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         for var in [
             "NVIDIA_MIG_CONFIG_DEVICES=all",
             "NVIDIA_MIG_MONITOR_DEVICES=all",
@@ -864,7 +860,7 @@ fn extra_nodes(
 fn imex_channels_by_each_request_form() {
     require_root!();
     let one = ["/dev/nvidia-caps-imex-channels/channel1=ok", "end"];
-    for who in both() {
+    for who in As::both() {
         // The env, with a GPU.
         let got = extra_nodes(
             &who,
@@ -924,7 +920,7 @@ fn imex_channels_by_each_request_form() {
 #[test]
 fn gated_devices_come_with_a_gpu_when_enabled() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let got = extra_nodes(
             &who,
             "",
@@ -1006,7 +1002,7 @@ fn an_images_newer_cuda_compat_library_goes_first_in_the_linker_cache() {
     require_root!();
     let fixtures = GpuFixtures::get();
     // The host's libcuda is 535.309.01 (CUDA 12.2).
-    for who in both() {
+    for who in As::both() {
         for (case, config, used) in [
             ("note-listed", "", true),
             ("note-unlisted", "", false),

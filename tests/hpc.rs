@@ -63,10 +63,6 @@ fn busybox_for(who: &As) -> Bundle {
     }
 }
 
-fn both() -> Vec<As> {
-    vec![As::Root, As::User(TestUser::get())]
-}
-
 /// path → "kind mode uid:gid [content|target]" for every entry under root.
 fn tree(root: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -139,7 +135,7 @@ fn expected_tree(owner_1000: u32) -> BTreeMap<String, String> {
 #[test]
 fn import_gives_exactly_the_expected_tree_in_every_format() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let (root_owner, owner_1000) = match &who {
             As::Root => ("0:0".to_owned(), 1000),
             As::User(u) => (format!("{}:{}", u.uid, u.gid), u.subuid_start() + 999),
@@ -246,7 +242,7 @@ fn rootless_import_keeps_image_owners_inside_the_user_namespace() {
 #[test]
 fn hostile_images_are_refused_and_nothing_is_written_outside() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let scratch = scratch_for(&who, "hostile");
         let target = scratch.path().join("outside");
         fs::create_dir(&target).unwrap();
@@ -357,7 +353,7 @@ fn import_refuses_a_non_empty_output_and_a_missing_image() {
 fn run_rootfs_needs_no_config_and_shares_the_host_network() {
     require_root!();
     let host_net = fs::read_link("/proc/self/ns/net").unwrap();
-    for who in both() {
+    for who in As::both() {
         let bundle = busybox_for(&who);
         fs::remove_file(bundle.dir.join("config.json")).unwrap();
         let data = scratch_for(&who, "vol");
@@ -482,7 +478,7 @@ fn run_rootfs_with_gpus_as_a_user() {
 #[test]
 fn slurm_allocation_bounds_the_gpus() {
     require_root!();
-    for who in both() {
+    for who in As::both() {
         let step = [("SLURM_JOB_ID", "77"), ("SLURM_STEP_GPUS", "1")];
         // No --gpus: exactly the allocated GPU, by its device number.
         let out = gpu_run(&who, &[], &step, GPU_SCRIPT);
@@ -542,7 +538,7 @@ fn doctor_verdicts_match_what_a_container_does() {
     require_root!();
     let fixtures = GpuFixtures::get().flags();
     let flags: Vec<&str> = fixtures.iter().map(String::as_str).collect();
-    for who in both() {
+    for who in As::both() {
         let doctor = gpurun(&who, &[&flags[..], &["doctor", "--gpu"]].concat(), &[]);
         assert_eq!(doctor.code, 0, "{who:?}: {}", doctor.stdout);
         assert!(

@@ -12,17 +12,6 @@ use std::process::Command;
 
 use gpurun_tests::*;
 
-fn both() -> Vec<As> {
-    vec![As::Root, As::User(TestUser::get())]
-}
-
-fn user_of(who: &As) -> Option<&TestUser> {
-    match who {
-        As::Root => None,
-        As::User(u) => Some(u),
-    }
-}
-
 const CAPS: &[&str] = &[
     "utility",
     "compute",
@@ -37,8 +26,8 @@ const CAPS: &[&str] = &[
 fn twenty_gpu_runs_leave_the_image_byte_for_byte_unchanged() {
     require_root!();
     let fixtures = GpuFixtures::get();
-    for who in both() {
-        let bundle = Bundle::glibc(user_of(&who));
+    for who in As::both() {
+        let bundle = Bundle::glibc(who.user());
         let rootfs = bundle.rootfs();
         let before = tree_fingerprint(&rootfs);
         let rt = Runtime::as_who(who.clone());

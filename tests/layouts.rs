@@ -45,17 +45,6 @@ const LIST: &str = "ls /usr/lib/x86_64-linux-gnu /usr/bin /usr/share/glvnd/egl_v
     [ \"$(head -c4 /usr/bin/nvidia-smi 2>/dev/null | tail -c3)\" = ELF ] && echo nvidia-smi-is-elf; \
     nvidia-smi >/dev/null 2>&1; echo smi=$?";
 
-fn both() -> Vec<As> {
-    vec![As::Root, As::User(TestUser::get())]
-}
-
-fn user_of(who: &As) -> Option<&TestUser> {
-    match who {
-        As::Root => None,
-        As::User(u) => Some(u),
-    }
-}
-
 fn with_version(names: &[&str]) -> Vec<String> {
     names.iter().map(|n| n.replace("VER", VERSION)).collect()
 }
@@ -82,8 +71,8 @@ fn run_caps(rt: &Runtime, host: &FakeHost, rootfs: &str, caps: &str, script: &st
 fn every_layout_gives_the_ladder_and_exactly_the_files_asked_for() {
     require_root!();
     let fixtures = GpuFixtures::get();
-    for who in both() {
-        let bundle = Bundle::glibc(user_of(&who));
+    for who in As::both() {
+        let bundle = Bundle::glibc(who.user());
         let rootfs = bundle.rootfs().to_string_lossy().into_owned();
         let rt = Runtime::as_who(who.clone());
         for (layout, module) in layouts() {
@@ -231,8 +220,8 @@ fn wrapper_scripts_are_skipped_for_the_program_beside_the_libraries() {
 fn graphics_makes_glvnd_load_the_nvidia_egl_vendor_library() {
     require_root!();
     let fixtures = GpuFixtures::get();
-    for who in both() {
-        let bundle = Bundle::glibc(user_of(&who));
+    for who in As::both() {
+        let bundle = Bundle::glibc(who.user());
         let rootfs = bundle.rootfs();
         let copy = std::process::Command::new("sh")
             .arg("-c")
@@ -240,7 +229,7 @@ fn graphics_makes_glvnd_load_the_nvidia_egl_vendor_library() {
                 "cp -a {fx}/glvnd/usr {root}/ && cp {fx}/egl_probe {root}/usr/bin/ && ldconfig -r {root}{owner}",
                 fx = fixtures.dir.display(),
                 root = rootfs.display(),
-                owner = match user_of(&who) {
+                owner = match who.user() {
                     Some(u) => format!(" && chown -R {}:{} {}", u.uid, u.gid, rootfs.display()),
                     None => String::new(),
                 }

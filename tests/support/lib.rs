@@ -139,6 +139,21 @@ pub enum As {
     User(TestUser),
 }
 
+impl As {
+    /// Root, then the unprivileged test user: for what must hold for both.
+    pub fn both() -> Vec<As> {
+        vec![As::Root, As::User(TestUser::get())]
+    }
+
+    /// The test user, or `None` for root.
+    pub fn user(&self) -> Option<&TestUser> {
+        match self {
+            As::Root => None,
+            As::User(u) => Some(u),
+        }
+    }
+}
+
 /// gpurun with a private state root.
 pub struct Runtime {
     pub root: PathBuf,

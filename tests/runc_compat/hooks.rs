@@ -1,0 +1,133 @@
+//! OCI hooks: where they run, and runc's words when they fail.
+
+use super::*;
+
+/// Hooks run where runc runs them: createContainer hooks in the rootfs,
+/// every host-side hook (prestart, createRuntime, poststart, poststop) in
+/// the bundle; each writes its working directory to a file.
+#[test]
+fn hooks_run_in_the_directories_runc_runs_them_in() {
+    require_root!();
+    let kinds = [
+        "prestart",
+        "createRuntime",
+        "createContainer",
+        "poststart",
+        "poststop",
+    ];
+    for (program, root) in each_runtime() {
+        let out = Scratch::new("hook-cwd");
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["true"]);
+        bundle.edit(|c| {
+            for kind in kinds {
+                let file = out.path().join(kind);
+                c["hooks"][kind] = json!([{
+                    "path": "/bin/sh",
+                    "args": ["sh", "-c", format!("pwd > {}", file.display())],
+                }]);
+            }
+        });
+        let dir = bundle.dir.to_str().unwrap().to_owned();
+        let id = unique("hook-cwd");
+        runtime_cmd(&program, &root, &["run", "--bundle", &dir, &id]).ok();
+        runtime_cmd(&program, &root, &["delete", "--force", &id]);
+        let dirs: Vec<String> = kinds
+            .iter()
+            .map(|k| {
+                fs::read_to_string(out.path().join(k))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned()
+            })
+            .collect();
+        let rootfs = bundle.rootfs();
+        let expected: Vec<&str> = kinds
+            .iter()
+            .map(|k| {
+                if *k == "createContainer" {
+                    rootfs.to_str().unwrap()
+                } else {
+                    &dir
+                }
+            })
+            .collect();
+        assert_eq!(dirs, expected, "{program:?}");
+    }
+}
+
+/// A failing startContainer hook is reported in runc's words, not lost.
+#[test]
+fn a_failing_start_container_hook_is_reported() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    bundle.edit(|c| c["hooks"]["startContainer"] = json!([{"path": "/bin/false"}]));
+    let id = unique("start-hook");
+    let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+    assert_ne!(out.code, 0);
+    assert!(
+        out.stderr.contains("error running startContainer hook"),
+        "{}",
+        out.stderr
+    );
+    rt.run(["delete", "--force", &id]);
+}
+
+/// runc's words where its bats and youki's contest match them: procfs or
+/// sysfs on a symlink in the image (contest `prohibit_symlink_proc_test`,
+/// `prohibit_symlink_sys_test`; bats `mask paths [prohibit symlink /proc]`)
+/// and a failing hook (bats `runc run [seccomp] (startContainer hook)`).
+#[test]
+fn runc_s_words_for_symlinked_proc_and_failing_hooks() {
+    require_root!();
+    let rt = Runtime::new();
+    for dir in ["proc", "sys"] {
+        let bundle = Bundle::busybox();
+        let at = bundle.rootfs().join(dir);
+        let _ = fs::remove_dir_all(&at);
+        // A symlink to itself, as the contest makes it, and one elsewhere.
+        for target in [at.clone(), bundle.rootfs().join("tmp")] {
+            let _ = fs::remove_file(&at);
+            std::os::unix::fs::symlink(&target, &at).unwrap();
+            let id = unique("symlink");
+            assert_clean_failure(
+                &rt,
+                &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+                &id,
+                "must be mounted on ordinary directory",
+            );
+        }
+    }
+    // The second createRuntime hook fails: runc names it by its index.
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    bundle.edit(|c| {
+        c["hooks"] = json!({"createRuntime": [
+            {"path": "/bin/true", "args": ["true"]},
+            {"path": "/bin/sh", "args": ["sh", "-c", "exit 3"]}
+        ]})
+    });
+    let id = unique("hook");
+    assert_clean_failure(
+        &rt,
+        &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "error running hook #1: exit status 3",
+    );
+    // A hook killed by a signal is named by it, in Go's words as runc
+    // prints them (bats: "bad system call"), with the hook's stderr.
+    bundle.edit(|c| {
+        c["hooks"] = json!({"createRuntime": [
+            {"path": "/bin/sh", "args": ["sh", "-c", "echo about to die >&2; kill -SYS $$"]}
+        ]})
+    });
+    let id = unique("hook");
+    assert_clean_failure(
+        &rt,
+        &["create", "--bundle", bundle.dir.to_str().unwrap(), &id],
+        &id,
+        "error running hook #0: signal: bad system call, stderr: about to die",
+    );
+}
