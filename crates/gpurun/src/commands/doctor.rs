@@ -174,6 +174,10 @@ fn check_user_namespaces(r: &mut Report, root: bool) {
                     "user.max_user_namespaces is 0: as root, sysctl -w user.max_user_namespaces=15000"
                 } else if read_number("/proc/sys/kernel/unprivileged_userns_clone") == Some(0) {
                     "as root, sysctl -w kernel.unprivileged_userns_clone=1"
+                } else if read_number("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+                    == Some(1)
+                {
+                    "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): as root, sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, or give gpurun an AppArmor profile allowing userns"
                 } else {
                     "the kernel or a security module refuses unprivileged user namespaces"
                 };

@@ -17,18 +17,12 @@ pub fn generate_docs(dir: &Path) -> Result<()> {
     for d in [&man, &completions] {
         fs::create_dir_all(d).with_context(|| format!("create {}", d.display()))?;
     }
+    // The pages name no `help` subcommand: `--help` is the help.
+    let mut pages = without_help_subcommands(Cli::command());
+    pages.build();
+    write_pages(&man, "gpurun", pages)?;
     let mut cli = Cli::command();
     cli.build();
-    // gpurun(8) and gpurun-COMMAND(8), as runc's pages are in section 8.
-    write_page(&man, "gpurun", cli.clone())?;
-    for sub in cli
-        .get_subcommands()
-        .filter(|c| !c.is_hide_set() && c.get_name() != "help")
-    {
-        // clap names are &'static str; this one-shot command leaks a few.
-        let name: &'static str = format!("gpurun-{}", sub.get_name()).leak();
-        write_page(&man, name, sub.clone().name(name))?;
-    }
     for (shell, file) in [
         (Shell::Bash, "gpurun.bash"),
         (Shell::Zsh, "_gpurun"),
@@ -42,12 +36,74 @@ pub fn generate_docs(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn write_page(dir: &Path, name: &str, cmd: clap::Command) -> Result<()> {
+fn without_help_subcommands(cmd: clap::Command) -> clap::Command {
+    cmd.disable_help_subcommand(true)
+        .mut_subcommands(without_help_subcommands)
+}
+
+/// NAME(8), and NAME-SUB(8) for each visible subcommand, nested ones too
+/// (gpurun-gpu-info(8)), as runc's pages are in section 8.
+fn write_pages(dir: &Path, name: &'static str, cmd: clap::Command) -> Result<()> {
+    for sub in cmd.get_subcommands().filter(|c| !c.is_hide_set()) {
+        // clap names are &'static str; this one-shot command leaks a few.
+        let sub_name: &'static str = format!("{name}-{}", sub.get_name()).leak();
+        write_pages(dir, sub_name, sub.clone().name(sub_name))?;
+    }
     let mut out = Vec::new();
     clap_mangen::Man::new(cmd)
         .section("8")
         .render(&mut out)
         .with_context(|| format!("render {name}(8)"))?;
+    out.extend_from_slice(closing_sections(name).as_bytes());
     let path = dir.join(format!("{name}.8"));
     fs::write(&path, out).with_context(|| format!("write {}", path.display()))
 }
+
+/// The sections runc's and crun's pages have that clap does not make:
+/// all of them on gpurun(8), EXIT STATUS and SEE ALSO on the others.
+fn closing_sections(name: &str) -> String {
+    if name == "gpurun" {
+        return format!("{EXAMPLES}{FILES}{ENVIRONMENT}{EXIT_STATUS}");
+    }
+    format!("{EXIT_STATUS}.SH \"SEE ALSO\"\n.BR gpurun (8)\n")
+}
+
+const EXAMPLES: &str = r#".SH EXAMPLES
+.nf
+gpurun spec && gpurun run \-\-bundle . demo
+gpurun run \-\-rootfs DIR \-\-gpus 0 \-\- nvidia\-smi
+gpurun setup containerd
+gpurun gpu plan \-\-gpus all BUNDLE
+gpurun doctor \-\-gpu
+.fi
+"#;
+
+const FILES: &str = r#".SH FILES
+.TP
+.I /run/gpurun
+State of root's containers (a user's: \fI$XDG_RUNTIME_DIR/gpurun\fR, else \fI/tmp/gpurun\-UID\fR).
+.TP
+.I /etc/gpurun/config.toml
+Driver locations and GPU policy; a user's own file is \fI~/.config/gpurun/config.toml\fR.
+.TP
+.I /etc/cdi, /var/run/cdi
+CDI specs, from which CDI device names are resolved.
+"#;
+
+const ENVIRONMENT: &str = r#".SH ENVIRONMENT
+.TP
+.B GPURUN_CONFIG
+The one config file to read instead of the defaults.
+.TP
+.B GPURUN_DRIVER_ROOT, GPURUN_DEV_ROOT, GPURUN_PROC_ROOT
+Where the driver's files, the device nodes and procfs are (as the flags).
+.TP
+.B NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_*
+Read from the container's own environment: the GPUs it asks for.
+"#;
+
+const EXIT_STATUS: &str = r#".SH "EXIT STATUS"
+0 on success; for run, the container's own exit code (128+N when signal N
+killed it); 1 on an error, with one line on standard error; 2 when the
+command line cannot be parsed.
+"#;
