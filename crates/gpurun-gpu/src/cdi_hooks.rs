@@ -492,11 +492,6 @@ fn gpu_minors(spec: &Spec) -> Vec<u32> {
 /// are not added to the view.
 pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: bool) -> HookPlan {
     let mut p = HookPlan::default();
-    let binds = if in_place {
-        Vec::new()
-    } else {
-        file_binds(spec)
-    };
     // Paths as the container resolves them: parents through the image's
     // symlinks, inside the root.
     let resolve = |path: &Path| -> PathBuf {
@@ -524,80 +519,14 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
             }
             Op::EnableCudaCompat {
                 host_driver_version,
-            } => {
-                match plan::find_cuda_compat(root, host_driver_version, None) {
-                    Some(c) if c.used => {
-                        p.cuda_compat = Some(format!("{} used: {}", c.library.display(), c.why));
-                        compat_folder = Some(c.dir);
-                    }
-                    Some(c) => {
-                        p.cuda_compat = Some(format!("{} not used: {}", c.library.display(), c.why))
-                    }
-                    None => {}
-                }
-                p.done.push(format!(
-                    "enable-cuda-compat: {}",
-                    p.cuda_compat
-                        .as_deref()
-                        .unwrap_or("the image has no CUDA compat library")
-                ));
-            }
+            } => compat_folder = plan_cuda_compat(&mut p, root, host_driver_version),
             Op::UpdateLdcache { folders: f } => folders.extend(f.iter().map(|d| {
                 let clean = in_container(d);
                 root.resolve(&clean).map_or(clean, |(p, _)| p)
             })),
-            Op::DisableDeviceNodeModification => match &host.params {
-                Some(text) => {
-                    p.params = Some(plan::params_without_device_modification(text));
-                    p.done.push(format!(
-                        "disable-device-node-modification: {PARAMS} with ModifyDeviceFiles: 0"
-                    ));
-                }
-                None => p.done.push(format!(
-                    "disable-device-node-modification: the host has no {PARAMS}, nothing to do"
-                )),
-            },
-            Op::UpdateApplicationProfile => {
-                let mask = gpu_minors(spec)
-                    .into_iter()
-                    .filter(|m| *m < 64)
-                    .fold(0u64, |mask, m| mask | (1 << m));
-                if mask != 0 {
-                    p.application_profile = Some(format!(
-                        r#"{{"profiles":[{{"name":"_container_","settings":["EGLVisibleDGPUDevices",0x{mask:x}]}}],"rules":[{{"pattern":[],"profile":"_container_"}}]}}"#
-                    ));
-                }
-                p.done.push(format!(
-                    "update-application-profile: EGLVisibleDGPUDevices 0x{mask:x}"
-                ));
-            }
-            Op::Chmod { mode, paths } => {
-                let devices = spec
-                    .linux()
-                    .as_ref()
-                    .and_then(|l| l.devices().clone())
-                    .unwrap_or_default();
-                for path in paths {
-                    let path = in_container(path);
-                    if devices.iter().any(|d| d.path() == &path) {
-                        p.device_modes.push((path, *mode));
-                    } else if !in_place
-                        && *mode == 0o755
-                        && devices.iter().any(|d| d.path().starts_with(&path))
-                    {
-                        // The runtime makes a device's directories 0755.
-                    } else if !in_place {
-                        p.skipped.push(format!(
-                            "chmod {:o} {}: not a device node the spec gives",
-                            mode,
-                            path.display()
-                        ));
-                    } else {
-                        p.device_modes.push((path, *mode));
-                    }
-                }
-                p.done.push(format!("chmod: {} paths", paths.len()));
-            }
+            Op::DisableDeviceNodeModification => plan_driver_params(&mut p, host),
+            Op::UpdateApplicationProfile => plan_application_profile(&mut p, spec),
+            Op::Chmod { mode, paths } => plan_chmod(&mut p, spec, *mode, paths, in_place),
             Op::Unknown { name } => p.skipped.push(format!(
                 "{NVIDIA_CDI_HOOK} {name}: a hook gpurun does not know, skipped"
             )),
@@ -606,8 +535,103 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
     if folders.is_empty() && compat_folder.is_none() {
         return p;
     }
-    // The compat folder first, then the hooks' folders in order: ldconfig
-    // reads 00-compat before 00-nvcr.
+    let binds = if in_place {
+        Vec::new()
+    } else {
+        file_binds(spec)
+    };
+    plan_ldcache(&mut p, root, &binds, compat_folder, folders);
+    p
+}
+
+/// enable-cuda-compat: the image's compat library, and its folder when used.
+fn plan_cuda_compat(p: &mut HookPlan, root: &Rootfs, host_driver_version: &str) -> Option<PathBuf> {
+    let mut folder = None;
+    match plan::find_cuda_compat(root, host_driver_version, None) {
+        Some(c) if c.used => {
+            p.cuda_compat = Some(format!("{} used: {}", c.library.display(), c.why));
+            folder = Some(c.dir);
+        }
+        Some(c) => p.cuda_compat = Some(format!("{} not used: {}", c.library.display(), c.why)),
+        None => {}
+    }
+    p.done.push(format!(
+        "enable-cuda-compat: {}",
+        p.cuda_compat
+            .as_deref()
+            .unwrap_or("the image has no CUDA compat library")
+    ));
+    folder
+}
+
+/// disable-device-node-modification: the host's driver params with
+/// ModifyDeviceFiles off.
+fn plan_driver_params(p: &mut HookPlan, host: &HostFacts) {
+    match &host.params {
+        Some(text) => {
+            p.params = Some(plan::params_without_device_modification(text));
+            p.done.push(format!(
+                "disable-device-node-modification: {PARAMS} with ModifyDeviceFiles: 0"
+            ));
+        }
+        None => p.done.push(format!(
+            "disable-device-node-modification: the host has no {PARAMS}, nothing to do"
+        )),
+    }
+}
+
+/// update-application-profile: EGL sees only the GPUs the spec gives.
+fn plan_application_profile(p: &mut HookPlan, spec: &Spec) {
+    let mask = gpu_minors(spec)
+        .into_iter()
+        .filter(|m| *m < 64)
+        .fold(0u64, |mask, m| mask | (1 << m));
+    if mask != 0 {
+        p.application_profile = Some(format!(
+            r#"{{"profiles":[{{"name":"_container_","settings":["EGLVisibleDGPUDevices",0x{mask:x}]}}],"rules":[{{"pattern":[],"profile":"_container_"}}]}}"#
+        ));
+    }
+    p.done.push(format!(
+        "update-application-profile: EGLVisibleDGPUDevices 0x{mask:x}"
+    ));
+}
+
+/// chmod: device nodes the spec gives only (in place, any path).
+fn plan_chmod(p: &mut HookPlan, spec: &Spec, mode: u32, paths: &[PathBuf], in_place: bool) {
+    let devices = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.devices().clone())
+        .unwrap_or_default();
+    for path in paths {
+        let path = in_container(path);
+        if devices.iter().any(|d| d.path() == &path) {
+            p.device_modes.push((path, mode));
+        } else if !in_place && mode == 0o755 && devices.iter().any(|d| d.path().starts_with(&path))
+        {
+            // The runtime makes a device's directories 0755.
+        } else if !in_place {
+            p.skipped.push(format!(
+                "chmod {:o} {}: not a device node the spec gives",
+                mode,
+                path.display()
+            ));
+        } else {
+            p.device_modes.push((path, mode));
+        }
+    }
+    p.done.push(format!("chmod: {} paths", paths.len()));
+}
+
+/// update-ldcache: the compat folder first, then the hooks' folders in
+/// order (ldconfig reads 00-compat before 00-nvcr), each library once.
+fn plan_ldcache(
+    p: &mut HookPlan,
+    root: &Rootfs,
+    binds: &[(PathBuf, PathBuf)],
+    compat_folder: Option<PathBuf>,
+    folders: Vec<PathBuf>,
+) {
     let mut ordered: Vec<PathBuf> = compat_folder.into_iter().collect();
     for f in folders {
         if !ordered.contains(&f) {
@@ -616,7 +640,7 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
     }
     let mut entries: Vec<Entry> = Vec::new();
     for folder in &ordered {
-        let view = folder_view(root, folder, &binds, &p.links);
+        let view = folder_view(root, folder, binds, &p.links);
         let (found, soname_links) = scan_folder(folder, &view);
         for e in found {
             if !entries
@@ -635,7 +659,6 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
     ));
     p.ldcache = entries;
     p.folders = ordered;
-    p
 }
 
 /// What [`apply`] did, for `--debug`.
@@ -643,6 +666,63 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
 pub struct Done {
     pub hooks: Vec<String>,
     pub plan: HookPlan,
+}
+
+/// chmod's modes on the spec's own device entries.
+fn set_device_modes(spec: &mut Spec, modes: &[(PathBuf, u32)]) {
+    let Some(devices) = spec
+        .linux_mut()
+        .as_mut()
+        .and_then(|l| l.devices_mut().as_mut())
+    else {
+        return;
+    };
+    for (path, mode) in modes {
+        for d in devices.iter_mut().filter(|d| d.path() == path) {
+            d.set_file_mode(Some(*mode));
+        }
+    }
+}
+
+/// The planned links not made in the private layer (`linked`): none on a
+/// mount the spec makes or over an image's file; the others in the
+/// image's own writable layer (an engine's container layer, or a folder
+/// right under /), as the toolkit makes them, resolved inside the root.
+fn make_links(root: &Rootfs, spec: &Spec, linked: &[PathBuf], plan: &mut HookPlan) -> Result<()> {
+    let covered = |p: &Path| {
+        spec.mounts()
+            .iter()
+            .flatten()
+            .filter(|m| m.typ().as_deref() != Some("overlay"))
+            .any(|m| p.starts_with(m.destination()) && m.destination() != Path::new("/"))
+    };
+    for l in &plan.links {
+        if linked.contains(&l.link) {
+            continue;
+        }
+        if covered(&l.link) {
+            plan.skipped.push(format!(
+                "link {}: on a mount the spec makes, not in the image",
+                l.link.display()
+            ));
+            continue;
+        }
+        if root.file_type(&l.link).is_ok_and(|t| !t.is_symlink()) {
+            plan.skipped.push(format!(
+                "link {}: the image has a file there, kept",
+                l.link.display()
+            ));
+            continue;
+        }
+        root.symlink_in(&l.target, &l.link).with_context(|| {
+            format!(
+                "create the link {} -> {} in the container",
+                l.link.display(),
+                l.target.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Carries out the NVIDIA CDI hooks in `spec` natively: removes them and
@@ -682,19 +762,7 @@ pub fn apply(
             )?);
         }
     }
-    if !plan.device_modes.is_empty() {
-        if let Some(devices) = spec
-            .linux_mut()
-            .as_mut()
-            .and_then(|l| l.devices_mut().as_mut())
-        {
-            for (path, mode) in &plan.device_modes {
-                for d in devices.iter_mut().filter(|d| d.path() == path) {
-                    d.set_file_mode(Some(*mode));
-                }
-            }
-        }
-    }
+    set_device_modes(spec, &plan.device_modes);
 
     // Links already in the image as wanted need nothing.
     plan.links
@@ -732,44 +800,7 @@ pub fn apply(
         provided.how,
         provided.overlays.len()
     ));
-    let covered = |p: &Path| {
-        spec.mounts()
-            .iter()
-            .flatten()
-            .filter(|m| m.typ().as_deref() != Some("overlay"))
-            .any(|m| p.starts_with(m.destination()) && m.destination() != Path::new("/"))
-    };
-    for l in &plan.links {
-        if provided.linked.contains(&l.link) {
-            continue;
-        }
-        if covered(&l.link) {
-            plan.skipped.push(format!(
-                "link {}: on a mount the spec makes, not in the image",
-                l.link.display()
-            ));
-            continue;
-        }
-        match root.file_type(&l.link) {
-            Ok(t) if !t.is_symlink() => {
-                plan.skipped.push(format!(
-                    "link {}: the image has a file there, kept",
-                    l.link.display()
-                ));
-                continue;
-            }
-            _ => {}
-        }
-        // An engine's container layer (or a folder right under /): the link
-        // is made there, as the toolkit makes it, resolved inside the root.
-        root.symlink_in(&l.target, &l.link).with_context(|| {
-            format!(
-                "create the link {} -> {} in the container",
-                l.link.display(),
-                l.target.display()
-            )
-        })?;
-    }
+    make_links(&root, spec, &provided.linked, &mut plan)?;
     Ok(Some(Done {
         hooks: ops.iter().map(|o| o.name().to_owned()).collect(),
         plan,
