@@ -143,26 +143,7 @@ pub fn provide(
 ) -> Result<Provided> {
     let rootfs = Rootfs::open(rootfs_path)
         .with_context(|| format!("open rootfs {}", rootfs_path.display()))?;
-    // Destinations on a filesystem the spec mounts (/dev, /proc) are not in
-    // the image, and those that exist need nothing. A symlink in the
-    // image's place (a stale `libcuda.so.1 -> libcuda.so.470...`) gets a
-    // mount point that hides it, so the container finds the injected file
-    // under its own name.
-    // A spec mount exactly at a destination is what needs the mount point.
-    let covered = |dest: &Path| {
-        spec_mounts
-            .iter()
-            .any(|m| dest.starts_with(m.destination()) && dest != m.destination())
-    };
-    let missing: Vec<&Needed> = needed
-        .iter()
-        .filter(|n| !covered(&n.destination))
-        .filter(|n| {
-            rootfs
-                .file_type(&n.destination)
-                .map_or(true, |t| t.is_symlink())
-        })
-        .collect();
+    let missing = missing_destinations(&rootfs, spec_mounts, needed);
     if missing.is_empty() {
         return Ok(Provided {
             how: "none needed",
@@ -175,9 +156,79 @@ pub fn provide(
             ..Provided::default()
         });
     }
+    let mut provided = Provided {
+        how: "overlay",
+        ..Provided::default()
+    };
+    for (dir, mut entries) in group_by_image_dir(&rootfs, missing) {
+        // Overlaying the whole root would hide every earlier mount; and a
+        // directory the spec mounts something on is not the image's: leave
+        // those to be made in place.
+        let spec_mounts_on_it = spec_mounts.iter().any(|m| dir.starts_with(m.destination()));
+        if dir == Path::new("/") || spec_mounts_on_it {
+            provided.in_image.extend(
+                entries
+                    .into_iter()
+                    .filter(|(_, e)| !matches!(e, Entry::Link(_)))
+                    .map(|(rel, _)| dir.join(rel)),
+            );
+            continue;
+        }
+        entries.sort();
+        entries.dedup();
+        provided.linked.extend(
+            entries
+                .iter()
+                .filter(|(_, e)| matches!(e, Entry::Link(_)))
+                .map(|(rel, _)| dir.join(rel)),
+        );
+        let stub = mount_point_layer(store, &entries)?;
+        let mount = overlay_mount(&dir, &stub, read_only_root, user_namespace)?;
+        // Before any spec mount inside the directory: the overlay would
+        // hide it.
+        let at = spec_mounts
+            .iter()
+            .position(|m| m.destination().starts_with(&dir))
+            .unwrap_or(spec_mounts.len());
+        provided.overlays.push((at, mount));
+    }
+    Ok(provided)
+}
 
-    // Group each missing destination under the nearest directory the image
-    // has; a directory inside another group's joins that group.
+/// The destinations that need a mount point. Those on a filesystem the
+/// spec mounts (/dev, /proc) are not in the image, and those that exist
+/// need nothing. A symlink in the image's place (a stale `libcuda.so.1 ->
+/// libcuda.so.470...`) gets a mount point that hides it, so the container
+/// finds the injected file under its own name. A spec mount exactly at a
+/// destination is what needs the mount point.
+fn missing_destinations<'a>(
+    rootfs: &Rootfs,
+    spec_mounts: &[Mount],
+    needed: &'a [Needed],
+) -> Vec<&'a Needed> {
+    let covered = |dest: &Path| {
+        spec_mounts
+            .iter()
+            .any(|m| dest.starts_with(m.destination()) && dest != m.destination())
+    };
+    needed
+        .iter()
+        .filter(|n| !covered(&n.destination))
+        .filter(|n| {
+            rootfs
+                .file_type(&n.destination)
+                .map_or(true, |t| t.is_symlink())
+        })
+        .collect()
+}
+
+/// Each missing destination under the nearest directory the image has, as
+/// a path relative to it; a directory inside another group's joins that
+/// group (not "/", which gets no overlay).
+fn group_by_image_dir(
+    rootfs: &Rootfs,
+    missing: Vec<&Needed>,
+) -> BTreeMap<PathBuf, Vec<(PathBuf, Entry)>> {
     let mut groups: BTreeMap<PathBuf, Vec<(PathBuf, Entry)>> = BTreeMap::new();
     let mut is_real_dir: BTreeMap<PathBuf, bool> = BTreeMap::new();
     for n in missing {
@@ -202,7 +253,6 @@ pub fn provide(
     }
     let dirs: Vec<PathBuf> = groups.keys().cloned().collect();
     for dir in &dirs {
-        // Not into "/", which gets no overlay.
         let outer = dirs
             .iter()
             .find(|o| *o != dir && o.as_os_str() != "/" && dir.starts_with(o));
@@ -213,61 +263,35 @@ pub fn provide(
             target.extend(entries.into_iter().map(|(rel, d)| (prefix.join(rel), d)));
         }
     }
+    groups
+}
 
-    let mut provided = Provided {
-        how: "overlay",
-        ..Provided::default()
-    };
-    for (dir, mut entries) in groups {
-        // Overlaying the whole root would hide every earlier mount; and a
-        // directory the spec mounts something on is not the image's: leave
-        // those to be made in place.
-        let spec_mounts_on_it = spec_mounts.iter().any(|m| dir.starts_with(m.destination()));
-        if dir == Path::new("/") || spec_mounts_on_it {
-            provided.in_image.extend(
-                entries
-                    .into_iter()
-                    .filter(|(_, e)| !matches!(e, Entry::Link(_)))
-                    .map(|(rel, _)| dir.join(rel)),
-            );
-            continue;
+/// The overlay at `dir`: the mount-point layer `stub` over the image's
+/// directory, with a private upper layer unless the root is read-only.
+fn overlay_mount(
+    dir: &Path,
+    stub: &Path,
+    read_only_root: bool,
+    user_namespace: bool,
+) -> Result<Mount> {
+    let mut options = vec![format!(
+        "lowerdir={}:{DESTINATION_LAYER}",
+        escape_layer(stub)
+    )];
+    if !read_only_root {
+        options.push(format!("upperdir={PRIVATE_UPPER}"));
+        if user_namespace {
+            // Whiteouts and opaque directories as user.* xattrs, which
+            // a user namespace may set.
+            options.push("userxattr".into());
         }
-        entries.sort();
-        entries.dedup();
-        provided.linked.extend(
-            entries
-                .iter()
-                .filter(|(_, e)| matches!(e, Entry::Link(_)))
-                .map(|(rel, _)| dir.join(rel)),
-        );
-        let stub = mount_point_layer(store, &entries)?;
-        let mut options = vec![format!(
-            "lowerdir={}:{DESTINATION_LAYER}",
-            escape_layer(&stub)
-        )];
-        if !read_only_root {
-            options.push(format!("upperdir={PRIVATE_UPPER}"));
-            if user_namespace {
-                // Whiteouts and opaque directories as user.* xattrs, which
-                // a user namespace may set.
-                options.push("userxattr".into());
-            }
-        }
-        // Before any spec mount inside the directory: the overlay would
-        // hide it.
-        let at = spec_mounts
-            .iter()
-            .position(|m| m.destination().starts_with(&dir))
-            .unwrap_or(spec_mounts.len());
-        let mount = MountBuilder::default()
-            .destination(&dir)
-            .typ("overlay")
-            .source("overlay")
-            .options(options)
-            .build()?;
-        provided.overlays.push((at, mount));
     }
-    Ok(provided)
+    Ok(MountBuilder::default()
+        .destination(dir)
+        .typ("overlay")
+        .source("overlay")
+        .options(options)
+        .build()?)
 }
 
 /// A name for contents made of `parts`: their SHA-256, in hex.
