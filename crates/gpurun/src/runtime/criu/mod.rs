@@ -1,5 +1,6 @@
-//! What `checkpoint` and `restore` share: the CRIU client, the mounts CRIU
-//! must be told come from outside the container, and CRIU's errors.
+//! Checkpoint and restore with CRIU (`checkpoint.rs`, `restore.rs`) and
+//! what they share: their options, the CRIU client, the mounts CRIU must
+//! be told come from outside the container, and CRIU's errors.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,81 @@ pub const DESCRIPTORS: &str = "descriptors.json";
 /// The container's cgroup mounts at checkpoint time (mount point and
 /// controllers), which restore binds to the new cgroup's directories.
 pub const CGROUP_MOUNTS: &str = "gpurun-cgroup-mounts.json";
+
+pub mod checkpoint;
+pub mod restore;
+
+/// The options checkpoint and restore share (runc's flags, as the
+/// command line gives them).
+#[derive(Debug)]
+pub struct Common {
+    pub image_path: PathBuf,
+    pub work_path: Option<PathBuf>,
+    pub tcp_established: bool,
+    pub ext_unix_sk: bool,
+    pub shell_job: bool,
+    pub file_locks: bool,
+    pub auto_dedup: bool,
+    pub lazy_pages: bool,
+    pub empty_ns: Vec<String>,
+    pub manage_cgroups_mode: String,
+}
+
+/// `checkpoint`'s options.
+#[derive(Debug)]
+pub struct CheckpointOptions {
+    pub criu: Common,
+    pub leave_running: bool,
+    pub link_remap: bool,
+    pub page_server: Option<String>,
+    pub parent_path: Option<String>,
+    pub pre_dump: bool,
+    pub status_fd: Option<i32>,
+    pub container_id: String,
+}
+
+/// `restore`'s options (runc's --lsm-profile, --lsm-mount-context,
+/// --no-pivot and --console-socket are taken and not used, as before).
+#[derive(Debug)]
+pub struct RestoreOptions {
+    pub criu: Common,
+    pub bundle: PathBuf,
+    pub detach: bool,
+    pub pid_file: Option<PathBuf>,
+    pub no_subreaper: bool,
+    pub container_id: String,
+}
+
+/// Sets the CRIU options checkpoint and restore share.
+pub fn apply_criu_flags(flags: &Common, client: &mut rust_criu::Criu) -> Result<()> {
+    client.set_log_level(4);
+    client.set_ext_unix_sk(flags.ext_unix_sk);
+    client.set_shell_job(flags.shell_job);
+    client.set_tcp_established(flags.tcp_established);
+    client.set_file_locks(flags.file_locks);
+    client.set_manage_cgroups(true);
+    client.set_auto_dedup(flags.auto_dedup);
+    client.set_lazy_pages(flags.lazy_pages);
+    for namespace in &flags.empty_ns {
+        if namespace != "network" {
+            bail!("--empty-ns {namespace}: CRIU can leave out only the network namespace");
+        }
+        client.set_empty_net_ns(true);
+    }
+    Ok(())
+}
+
+/// CRIU's mode for runc's --manage-cgroups-mode names.
+pub fn cgroups_mode(name: &str) -> rust_criu::CgMode {
+    use rust_criu::CgMode;
+    match name {
+        "ignore" => CgMode::IGNORE,
+        "props" => CgMode::PROPS,
+        "full" => CgMode::FULL,
+        "strict" => CgMode::STRICT,
+        _ => CgMode::SOFT,
+    }
+}
 
 /// The CRIU binary: `--criu`, else criu on PATH.
 pub fn path(ctx: &Ctx) -> String {

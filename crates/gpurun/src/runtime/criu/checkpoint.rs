@@ -1,0 +1,287 @@
+//! Checkpoint: dumps a running container with CRIU, as runc does.
+//! The container is frozen through its own freezer cgroup while CRIU reads
+//! it, and stops (and is deleted) afterwards unless --leave-running.
+
+use std::fs::{self, DirBuilder, File};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use libcontainer::container::ContainerStatus;
+use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
+
+use super::{apply_criu_flags, cgroups_mode, CheckpointOptions};
+use crate::runtime::{containers, context::Ctx, criu, prepare};
+
+pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
+    let id = &args.container_id;
+    let mut container = containers::load(&ctx.root, id)?;
+    container.refresh_status()?;
+    // containerd pauses a task before it checkpoints it; runc takes both.
+    if !matches!(
+        container.status(),
+        ContainerStatus::Running | ContainerStatus::Paused
+    ) {
+        bail!(
+            "container {id:?} is {}: only a running or paused container can be checkpointed",
+            containers::status_name(&container)
+        );
+    }
+    let saved = container.root.join("config.json");
+    let spec = Spec::load(if saved.exists() {
+        saved
+    } else {
+        container.bundle().join("config.json")
+    })
+    .with_context(|| format!("read the config of container {id:?}"))?;
+    criu::refuse_gpu_container(&spec, id)?;
+    let pid = container
+        .pid()
+        .with_context(|| format!("container {id:?} has no init process"))?
+        .as_raw();
+    let rootfs = prepare::rootfs_of(&spec, container.bundle())?;
+
+    check_parent_path(&args)?;
+    let mut client = criu::client(ctx)?;
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&args.criu.image_path)
+        .with_context(|| format!("create --image-path {}", args.criu.image_path.display()))?;
+    let images = File::open(&args.criu.image_path)
+        .with_context(|| format!("open --image-path {}", args.criu.image_path.display()))?;
+    client.set_images_dir_fd(images.as_raw_fd());
+    let work = match &args.criu.work_path {
+        Some(path) => {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+                .with_context(|| format!("create --work-path {}", path.display()))?;
+            Some(File::open(path).with_context(|| format!("open --work-path {}", path.display()))?)
+        }
+        None => None,
+    };
+    if let Some(work) = &work {
+        client.set_work_dir_fd(work.as_raw_fd());
+    }
+    let log_dir = args
+        .criu
+        .work_path
+        .as_ref()
+        .unwrap_or(&args.criu.image_path);
+    if args.pre_dump {
+        let freezer = if containers::has_cgroup(&container) {
+            freezer_dir(&containers::cgroup_path(&container)?)
+        } else {
+            None
+        };
+        return pre_dump(
+            ctx,
+            &args,
+            pid,
+            &rootfs,
+            (&images, work.as_ref()),
+            freezer,
+            log_dir,
+        );
+    }
+
+    for (destination, _) in criu::external_binds(&spec) {
+        let key = destination.to_string_lossy().into_owned();
+        client.set_external_mount(key.clone(), key);
+    }
+    let cgroup_mounts = criu::cgroup_mounts(pid)?;
+    for (point, _) in &cgroup_mounts {
+        let key = point.to_string_lossy().into_owned();
+        client.set_external_mount(key.clone(), key);
+    }
+    fs::write(
+        args.criu.image_path.join(criu::CGROUP_MOUNTS),
+        serde_json::to_string(&cgroup_mounts)?,
+    )
+    .context("record the container's cgroup mounts")?;
+    // Namespaces the container joined by path belong to someone else: CRIU
+    // records a reference only (as runc's external namespaces).
+    for (typ, name) in [
+        (LinuxNamespaceType::Network, "net"),
+        (LinuxNamespaceType::Pid, "pid"),
+    ] {
+        if let Some(path) = namespace_path(&spec, typ) {
+            use std::os::unix::fs::MetadataExt;
+            let inode = fs::metadata(&path)
+                .with_context(|| format!("the {name} namespace {}", path.display()))?
+                .ino();
+            client.add_external(format!(
+                "{name}[{inode}]:{}",
+                rust_criu::criu_ns_to_key(name)
+            ));
+        }
+    }
+
+    // Where fds 0-2 point, so restore can hand the same kind back.
+    let descriptors: Vec<String> = (0..3)
+        .map(|n| {
+            fs::read_link(format!("/proc/{pid}/fd/{n}"))
+                .map(|l| l.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "/dev/null".into())
+        })
+        .collect();
+    fs::write(
+        args.criu.image_path.join(criu::DESCRIPTORS),
+        serde_json::to_string(&descriptors)?,
+    )
+    .context("write descriptors.json")?;
+
+    if containers::has_cgroup(&container) {
+        if let Some(freezer) = freezer_dir(&containers::cgroup_path(&container)?) {
+            client.set_freeze_cgroup(freezer.to_string_lossy().into_owned());
+        }
+    }
+    client.set_log_file("dump.log".into());
+    apply_criu_flags(&args.criu, &mut client)?;
+    if let Some(address) = &args.page_server {
+        let (host, port) = address
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<i32>().ok()?)))
+            .with_context(|| format!("--page-server {address:?}: give ADDRESS:PORT"))?;
+        client.set_page_server(host.to_owned(), port);
+    }
+    if let Some(parent) = &args.parent_path {
+        client.set_parent_img(parent.clone());
+    }
+    if let Some(fd) = args.status_fd {
+        client.set_status_fd(fd);
+    }
+    client.set_pid(pid);
+    client.set_root(rootfs.to_string_lossy().into_owned());
+    client.set_leave_running(args.leave_running);
+    client.set_link_remap(args.link_remap);
+    client.set_orphan_pts_master(true);
+    client.cgroups_mode(cgroups_mode(&args.criu.manage_cgroups_mode));
+    if let Err(e) = client.dump() {
+        let log = log_dir.join("dump.log");
+        bail!(
+            "checkpoint of container {id:?} failed: {e}: {} (see {})",
+            criu::log_errors(&log),
+            log.display()
+        );
+    }
+    if !args.leave_running {
+        // CRIU killed the container's processes once dumped; what is left
+        // is its state and cgroup.
+        containers::wait_gone(&container);
+        container
+            .delete(true)
+            .with_context(|| format!("delete container {id:?} after its checkpoint"))?;
+    }
+    Ok(())
+}
+
+/// runc's `--parent-path` rule, checked before CRIU runs: a path relative
+/// to `--image-path` (CRIU reads it from there) naming a directory.
+fn check_parent_path(args: &CheckpointOptions) -> Result<()> {
+    let Some(parent) = &args.parent_path else {
+        return Ok(());
+    };
+    if Path::new(parent).is_absolute() {
+        bail!("--parent-path must be relative (to --image-path): give ../NAME of the earlier checkpoint's directory");
+    }
+    let real = args.criu.image_path.join(parent);
+    match fs::metadata(&real) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => bail!("invalid --parent-path: {}: not a directory", real.display()),
+        Err(e) => bail!("invalid --parent-path: {}: {e}", real.display()),
+    }
+}
+
+/// runc's `checkpoint --pre-dump`: the container's memory only, with the
+/// kernel's dirty-page tracking started, so that a later checkpoint with
+/// `--parent-path` writes only what changed since; the container keeps
+/// running. rust-criu's client has no pre-dump, so this is CRIU's own RPC
+/// (`criu::request`), after CRIU says it can track memory here.
+fn pre_dump(
+    ctx: &Ctx,
+    args: &CheckpointOptions,
+    pid: i32,
+    rootfs: &Path,
+    (images, work): (&File, Option<&File>),
+    freezer: Option<std::path::PathBuf>,
+    log_dir: &Path,
+) -> Result<()> {
+    use protobuf::MessageField;
+    use rust_criu::rust_criu_protobuf::rpc;
+
+    let id = &args.container_id;
+    let criu = criu::path(ctx);
+    let mut check = rpc::Criu_req::new();
+    check.set_type(rpc::Criu_req_type::FEATURE_CHECK);
+    let mut wanted = rpc::Criu_features::new();
+    wanted.set_mem_track(true);
+    check.features = MessageField::some(wanted);
+    if !criu::request(&criu, &check)?.features.mem_track() {
+        bail!("checkpoint --pre-dump of container {id:?}: memory tracking not supported (the kernel has no soft-dirty page tracking, CONFIG_MEM_SOFT_DIRTY): take a full checkpoint");
+    }
+    let mut opts = rpc::Criu_opts::new();
+    opts.set_images_dir_fd(images.as_raw_fd());
+    if let Some(work) = work {
+        opts.set_work_dir_fd(work.as_raw_fd());
+    }
+    opts.set_log_level(4);
+    opts.set_log_file("dump.log".into());
+    opts.set_pid(pid);
+    opts.set_root(rootfs.to_string_lossy().into_owned());
+    opts.set_track_mem(true);
+    opts.set_manage_cgroups(true);
+    // rust-criu's modes carry CRIU's RPC numbers.
+    let mode = cgroups_mode(&args.criu.manage_cgroups_mode) as i32;
+    opts.set_manage_cgroups_mode(protobuf::Enum::from_i32(mode).unwrap_or(rpc::Criu_cg_mode::SOFT));
+    opts.set_shell_job(args.criu.shell_job);
+    opts.set_ext_unix_sk(args.criu.ext_unix_sk);
+    opts.set_tcp_established(args.criu.tcp_established);
+    opts.set_file_locks(args.criu.file_locks);
+    if let Some(parent) = &args.parent_path {
+        opts.set_parent_img(parent.clone());
+    }
+    if let Some(freezer) = freezer {
+        opts.set_freeze_cgroup(freezer.to_string_lossy().into_owned());
+    }
+    let mut request = rpc::Criu_req::new();
+    request.set_type(rpc::Criu_req_type::PRE_DUMP);
+    request.opts = MessageField::some(opts);
+    let answer = criu::request(&criu, &request)?;
+    if !answer.success() {
+        let log = log_dir.join("dump.log");
+        bail!(
+            "checkpoint --pre-dump of container {id:?} failed: {} (errno {}): {} (see {})",
+            answer.cr_errmsg(),
+            answer.cr_errno(),
+            criu::log_errors(&log),
+            log.display()
+        );
+    }
+    Ok(())
+}
+
+fn namespace_path(spec: &Spec, typ: LinuxNamespaceType) -> Option<std::path::PathBuf> {
+    spec.linux()
+        .as_ref()?
+        .namespaces()
+        .as_ref()?
+        .iter()
+        .find(|n| n.typ() == typ)?
+        .path()
+        .clone()
+}
+
+/// The container's freezer: the v1 freezer hierarchy, else its v2 cgroup.
+fn freezer_dir(cgroup: &std::path::Path) -> Option<std::path::PathBuf> {
+    let relative = cgroup.strip_prefix("/").unwrap_or(cgroup);
+    [
+        std::path::Path::new("/sys/fs/cgroup/freezer").join(relative),
+        std::path::Path::new("/sys/fs/cgroup").join(relative),
+    ]
+    .into_iter()
+    .find(|d| d.join("cgroup.procs").exists())
+}
