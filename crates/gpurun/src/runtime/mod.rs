@@ -15,6 +15,7 @@ pub mod foreground;
 pub mod idmap;
 pub mod launch;
 pub mod logging;
+pub mod lxc;
 pub mod prepare;
 pub mod privilege;
 pub mod rootfs_spec;
