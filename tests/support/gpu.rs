@@ -1,0 +1,103 @@
+//! The fake GPU host's fixtures (scripts/gpu-fixtures.sh), built once per test program.
+
+use crate::*;
+
+/// The fake GPU host, libcudart and the CUDA probe, built once per test
+/// binary by `scripts/gpu-fixtures.sh` (downloads are cached).
+pub struct GpuFixtures {
+    pub dir: PathBuf,
+}
+
+impl GpuFixtures {
+    pub fn get() -> &'static GpuFixtures {
+        static FIXTURES: std::sync::OnceLock<GpuFixtures> = std::sync::OnceLock::new();
+        FIXTURES.get_or_init(|| {
+            let dir = PathBuf::from(format!(
+                "/tmp/gpurun-test-gpu-fixtures-{}",
+                std::process::id()
+            ));
+            let out = run_cmd(
+                Command::new("sh")
+                    .arg(repo().join("scripts/gpu-fixtures.sh"))
+                    .arg(&dir),
+                Duration::from_secs(300),
+            );
+            assert_eq!(out.code, 0, "gpu-fixtures.sh: {}", out.stderr);
+            GpuFixtures { dir }
+        })
+    }
+
+    /// The global flags that point gpurun at the fake host.
+    pub fn flags(&self) -> Vec<String> {
+        let host = self.dir.join("host");
+        vec![
+            "--driver-root".into(),
+            host.join("driver").to_string_lossy().into_owned(),
+            "--dev-root".into(),
+            host.to_string_lossy().into_owned(),
+            "--proc-root".into(),
+            host.join("proc").to_string_lossy().into_owned(),
+        ]
+    }
+
+    /// gpurun's arguments: the fake-host flags, then `args`.
+    pub fn args(&self, args: &[&str]) -> Vec<String> {
+        let mut all = self.flags();
+        all.extend(args.iter().map(|a| a.to_string()));
+        all
+    }
+
+    /// A fake host with one of the driver layouts real hosts have
+    /// (`scripts/fake-gpu-host.sh --layout`), built once per test binary.
+    pub fn layout(&self, layout: &str, kernel_module: &str) -> FakeHost {
+        static HOSTS: std::sync::Mutex<Vec<(String, FakeHost)>> = std::sync::Mutex::new(Vec::new());
+        let key = format!("{layout}-{kernel_module}");
+        let mut hosts = HOSTS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, host)) = hosts.iter().find(|(k, _)| *k == key) {
+            return host.clone();
+        }
+        let dir = self.dir.join("layouts").join(&key);
+        let out = run_cmd(
+            Command::new("sh")
+                .arg(repo().join("scripts/fake-gpu-host.sh"))
+                .args(["--layout", layout, "--kernel-module", kernel_module])
+                .arg(&dir)
+                .arg("2"),
+            Duration::from_secs(300),
+        );
+        assert_eq!(
+            out.code, 0,
+            "fake-gpu-host.sh --layout {layout}: {}",
+            out.stderr
+        );
+        let _ = Command::new("chmod")
+            .arg("-R")
+            .arg("a+rX")
+            .arg(&dir)
+            .status();
+        let flags = fs::read_to_string(dir.join("flags")).unwrap();
+        let host = FakeHost {
+            dir,
+            flags: flags.split_whitespace().map(str::to_owned).collect(),
+        };
+        hosts.push((key, host.clone()));
+        host
+    }
+}
+
+/// A fake GPU host of one layout.
+#[derive(Clone, Debug)]
+pub struct FakeHost {
+    pub dir: PathBuf,
+    /// `--driver-root ... --dev-root ... --proc-root ...`
+    pub flags: Vec<String>,
+}
+
+impl FakeHost {
+    /// gpurun's arguments: this host's flags, then `args`.
+    pub fn args(&self, args: &[&str]) -> Vec<String> {
+        let mut all = self.flags.clone();
+        all.extend(args.iter().map(|a| a.to_string()));
+        all
+    }
+}
