@@ -15,7 +15,7 @@ use gpurun_tests::*;
 fn images() -> &'static PathBuf {
     static IMAGES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     IMAGES.get_or_init(|| {
-        let dir = PathBuf::from(format!("/tmp/gpurun-test-images-{}", std::process::id()));
+        let dir = per_process_dir("images");
         run_cmd(
             Command::new("python3")
                 .arg(repo().join("tests/fixtures/make_image.py"))

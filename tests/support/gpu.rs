@@ -12,10 +12,7 @@ impl GpuFixtures {
     pub fn get() -> &'static GpuFixtures {
         static FIXTURES: std::sync::OnceLock<GpuFixtures> = std::sync::OnceLock::new();
         FIXTURES.get_or_init(|| {
-            let dir = PathBuf::from(format!(
-                "/tmp/gpurun-test-gpu-fixtures-{}",
-                std::process::id()
-            ));
+            let dir = per_process_dir("gpu-fixtures");
             let out = run_cmd(
                 Command::new("sh")
                     .arg(repo().join("scripts/gpu-fixtures.sh"))

@@ -66,6 +66,24 @@ macro_rules! require_root {
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
+/// `/tmp/gpurun-test-NAME-<pid>`, for what a test program builds once and
+/// keeps in a static (never dropped). The same directories of programs no
+/// longer running are removed first, so runs leave at most their own.
+pub fn per_process_dir(name: &str) -> PathBuf {
+    let prefix = format!("gpurun-test-{name}-");
+    for entry in fs::read_dir("/tmp").into_iter().flatten().flatten() {
+        let file_name = entry.file_name();
+        let pid = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+    PathBuf::from(format!("/tmp/{prefix}{}", std::process::id()))
+}
+
 /// A unique name for this process and call.
 pub fn unique(prefix: &str) -> String {
     format!(
