@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+from bench_run import run_once
+
 STEPS = ["create", "start", "state", "kill+reap", "delete"]
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -28,17 +30,9 @@ def become_subreaper():
 
 
 def call(argv, err_path):
-    """Runs argv with stdio on /dev/null and stderr to a file; returns
-    (exit code, seconds)."""
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 2, err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-    ]
-    start = time.perf_counter()
-    pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=actions)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), time.perf_counter() - start
+    """(exit code, seconds) of argv, as bench_run.py runs it."""
+    code, seconds, _ = run_once(argv, err_path)
+    return code, seconds
 
 
 def one_path(base, bundle, cid, scratch):
