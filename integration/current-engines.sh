@@ -275,12 +275,7 @@ cp "$work/cdi-podman/nvidia.yaml" "$home/cdi/"
 chown -R "$user" "$home"
 chmod 700 "$home/run"
 chmod o+rx "$work" && chmod -R o+rX "$work/busybox.tar" "$work/glibc.tar" "$work/fx"
-for node in "$host"/dev/nvidia*; do
-  name=/dev/$(basename "$node")
-  [ -e "$name" ] && continue
-  mknod -m 666 "$name" c "$((0x$(stat -c %t "$node")))" "$((0x$(stat -c %T "$node")))"
-  made_nodes="$made_nodes $name"
-done
+make_host_nodes
 as_user() { setpriv --reuid="$user" --regid="$user" --init-groups env HOME="$home" XDG_RUNTIME_DIR="$home/run" "$@"; }
 out=$(cd "$home" && as_user "$gpurun" setup podman --binary "$gpurun" 2>&1)
 check_contains "podman 5 rootless: setup podman writes the user's containers.conf" \

@@ -45,15 +45,8 @@ chown -R "$user" "$home"
 chmod 700 "$home/run"
 as_user() { su -s /bin/sh "$user" -c "export HOME=$home XDG_RUNTIME_DIR=$home/run; cd $home; $*"; }
 
-# Rootless runtimes bind the engine's device nodes from the same path on
-# the host, so the fake GPU host's nodes must be in /dev, as a real
-# driver's are. Only the ones made here are removed afterwards.
-for node in "$host"/dev/nvidia*; do
-  name=/dev/$(basename "$node")
-  [ -e "$name" ] && continue
-  mknod -m 666 "$name" c "$((0x$(stat -c %t "$node")))" "$((0x$(stat -c %T "$node")))"
-  made_nodes="$made_nodes $name"
-done
+# The fake host's nodes in /dev for the rootless runtime (common.sh).
+make_host_nodes
 # Podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only.
 mkdir -p /var/run/cdi
 # A RHEL/UBI-layout image: libraries in /usr/lib64 only.

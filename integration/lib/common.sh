@@ -76,6 +76,19 @@ EOF
   mv "$work/img-glibc/image.docker.tar" "$work/glibc.tar"
 }
 
+# Rootless runtimes bind the engine's device nodes from the same path on
+# the host, so the fake GPU host's nodes ($host/dev/nvidia*) are made in
+# /dev, as a real driver's are; those made are added to $made_nodes, for
+# the suite to remove (and only those).
+make_host_nodes() {
+  for node in "$host"/dev/nvidia*; do
+    name=/dev/$(basename "$node")
+    [ -e "$name" ] && continue
+    mknod -m 666 "$name" c "$((0x$(stat -c %t "$node")))" "$((0x$(stat -c %T "$node")))"
+    made_nodes="$made_nodes $name"
+  done
+}
+
 # For the checkpoint checks: a shell loop that counts ten times a second
 # into /tmp/count (by rename, so a read never sees it half written) and
 # prints "line N"; count_reaches N CMD... waits up to 20 s until CMD (which
