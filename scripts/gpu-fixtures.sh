@@ -4,6 +4,11 @@
 #   OUTDIR/cudart/       libcudart.so.12 from PyPI's nvidia-cuda-runtime-cu12
 #   OUTDIR/cuda_probe    calls cudaGetDeviceCount, exits with its result
 #   OUTDIR/cuda_vector_add  a PTX vector add through the CUDA driver API
+#   OUTDIR/cuda_worker   keeps a pattern in device memory and works every
+#                        interval, logging each round (checkpoint tests)
+#   OUTDIR/host-checkpoint  the fake host with a driver that has the
+#                        checkpoint API: its libcuda.so.VERSION is the
+#                        stand-in tests/fixtures/fake_cuda.c, not NVIDIA's
 #   OUTDIR/glvnd/        Debian's libglvnd EGL loader (libegl1, libglvnd0),
 #                        unpacked, for images that use EGL
 #   OUTDIR/egl_probe     asks glvnd for the default EGL display
@@ -37,6 +42,18 @@ PY
 cc -O2 -o "$out/cuda_probe" "$here/../tests/fixtures/cuda_probe.c" -ldl
 cc -O2 -o "$out/egl_probe" "$here/../tests/fixtures/egl_probe.c" -ldl
 cc -O2 -o "$out/cuda_vector_add" "$here/../tests/fixtures/cuda_vector_add.c" -ldl
+cc -O2 -o "$out/cuda_worker" "$here/../tests/fixtures/cuda_worker.c" -ldl
+# Hard links but for libcuda, which is removed (not written through: the
+# links share the download cache's files) and replaced.
+rm -rf "$out/host-checkpoint"
+cp -al "$out/host" "$out/host-checkpoint"
+cc -O2 -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$out/fake_cuda.so" \
+  "$here/../tests/fixtures/fake_cuda.c" -lpthread
+find "$out/host-checkpoint/driver" -type f -name 'libcuda.so.*' | while read -r lib; do
+  rm "$lib" && cp "$out/fake_cuda.so" "$lib"
+done
+sed "s#$out/host#$out/host-checkpoint#g" "$out/host/flags" > "$out/host-checkpoint/flags.new"
+mv "$out/host-checkpoint/flags.new" "$out/host-checkpoint/flags"
 # glvnd from Debian main, downloaded (not installed) once.
 mkdir -p "$cache/main-debs" "$out/glvnd"
 if ! ls "$cache/main-debs/"libegl1_*.deb "$cache/main-debs/"libglvnd0_*.deb >/dev/null 2>&1; then

@@ -313,29 +313,6 @@ fn failed_checkpoints_and_restores_leave_nothing() {
     rt.run(["delete", "--force", &id]).ok();
 }
 
-#[test]
-fn gpu_containers_are_refused_and_keep_running() {
-    require_root!();
-    let fixtures = GpuFixtures::get();
-    let rt = Runtime::new();
-    let bundle = counting(100_000);
-    bundle.edit(|c| {
-        let env = c["process"]["env"].as_array_mut().unwrap();
-        env.push(json!("NVIDIA_VISIBLE_DEVICES=0"));
-        env.push(json!("NVIDIA_DRIVER_CAPABILITIES=utility"));
-    });
-    let id = unique("gpu");
-    let mut args = fixtures.flags();
-    args.extend(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), &id].map(String::from));
-    start_with(rt.command(&args));
-    let images = Scratch::new("images");
-    let out = checkpoint(&rt, &images.path().join("c"), &[], &id);
-    assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("cuda-checkpoint"), "{}", out.stderr);
-    assert_eq!(rt.state(&id)["status"], "running");
-    rt.run(["delete", "--force", &id]).ok();
-}
-
 /// runc's `checkpoint --pre-dump`: memory only, the container keeps
 /// counting, and a full checkpoint with `--parent-path` (relative to
 /// `--image-path`, checked before CRIU runs) builds on it; the restored

@@ -10,6 +10,7 @@ pub mod caps;
 pub mod cdi;
 pub mod cdi_hooks;
 pub mod cdi_registry;
+pub mod checkpoint;
 pub mod cuda_compat;
 pub mod devlist;
 pub mod driver_files;

@@ -62,6 +62,10 @@ pub struct CheckpointArgs {
     /// File descriptor CRIU writes \0 to once lazy pages are ready
     #[arg(long)]
     pub status_fd: Option<i32>,
+    /// Seconds the NVIDIA driver may take to lock each CUDA process of a
+    /// GPU container (its running GPU work ends first); 0: no limit
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub cuda_lock_timeout: u32,
     /// Container ID
     pub container_id: String,
 }

@@ -17,6 +17,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointArgs) -> Result<()> {
             parent_path: args.parent_path,
             pre_dump: args.pre_dump,
             status_fd: args.status_fd,
+            cuda_lock_timeout: std::time::Duration::from_secs(args.cuda_lock_timeout.into()),
             container_id: args.container_id,
         },
     )

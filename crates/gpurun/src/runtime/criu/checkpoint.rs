@@ -8,61 +8,31 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use libcontainer::container::ContainerStatus;
+use libcontainer::container::{Container, ContainerStatus};
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
+use super::gpu;
 use super::{apply_criu_flags, cgroups_mode, CheckpointOptions};
 use crate::runtime::{containers, context::Ctx, criu, prepare};
 
 pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
     let id = &args.container_id;
-    let mut container = containers::load(&ctx.root, id)?;
-    container.refresh_status()?;
-    // containerd pauses a task before it checkpoints it; runc takes both.
-    if !matches!(
-        container.status(),
-        ContainerStatus::Running | ContainerStatus::Paused
-    ) {
-        bail!(
-            "container {id:?} is {}: only a running or paused container can be checkpointed",
-            containers::status_name(&container)
-        );
-    }
-    let saved = container.root.join("config.json");
-    let spec = Spec::load(if saved.exists() {
-        saved
-    } else {
-        container.bundle().join("config.json")
-    })
-    .with_context(|| format!("read the config of container {id:?}"))?;
-    criu::refuse_gpu_container(&spec, id)?;
+    let (container, spec, paused) = load_running(ctx, id)?;
     let pid = container
         .pid()
         .with_context(|| format!("container {id:?} has no init process"))?
         .as_raw();
     let rootfs = prepare::rootfs_of(&spec, container.bundle())?;
+    let gpu = gpu::find(ctx, &spec)?;
+    refuse_mount_point_overlays(&spec, id)?;
+    if gpu.is_some() && args.pre_dump {
+        bail!("checkpoint --pre-dump of container {id:?}: a GPU container's memory is in the driver until its full checkpoint; take a full checkpoint");
+    }
 
     check_parent_path(&args)?;
-    let mut client = criu::client(ctx)?;
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&args.criu.image_path)
-        .with_context(|| format!("create --image-path {}", args.criu.image_path.display()))?;
-    let images = File::open(&args.criu.image_path)
-        .with_context(|| format!("open --image-path {}", args.criu.image_path.display()))?;
+    let mut client = criu::client(ctx, gpu.is_some())?;
+    let (images, work) = open_dirs(&args)?;
     client.set_images_dir_fd(images.as_raw_fd());
-    let work = match &args.criu.work_path {
-        Some(path) => {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(path)
-                .with_context(|| format!("create --work-path {}", path.display()))?;
-            Some(File::open(path).with_context(|| format!("open --work-path {}", path.display()))?)
-        }
-        None => None,
-    };
     if let Some(work) = &work {
         client.set_work_dir_fd(work.as_raw_fd());
     }
@@ -87,8 +57,112 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
             log_dir,
         );
     }
+    set_mounts_and_namespaces(&mut client, &spec, pid, &args.criu.image_path)?;
+    record_descriptors(pid, &args.criu.image_path)?;
+    if containers::has_cgroup(&container) {
+        if let Some(freezer) = freezer_dir(&containers::cgroup_path(&container)?) {
+            client.set_freeze_cgroup(freezer.to_string_lossy().into_owned());
+        }
+    }
+    set_options(&mut client, &args)?;
+    client.set_pid(pid);
+    client.set_root(rootfs.to_string_lossy().into_owned());
 
-    for (destination, _) in criu::external_binds(&spec) {
+    match &gpu {
+        Some(gpu) => dump_gpu_container(client, &container, gpu, paused, &args)?,
+        None => dump(client, &args)?,
+    }
+    if !args.leave_running {
+        // CRIU killed the container's processes once dumped; what is left
+        // is its state and cgroup.
+        containers::wait_gone(&container);
+        let mut container = container;
+        container
+            .delete(true)
+            .with_context(|| format!("delete container {id:?} after its checkpoint"))?;
+    }
+    Ok(())
+}
+
+/// The container, its saved config, and whether it is paused: only a
+/// running or paused container can be checkpointed.
+fn load_running(ctx: &Ctx, id: &str) -> Result<(Container, Spec, bool)> {
+    let mut container = containers::load(&ctx.root, id)?;
+    container.refresh_status()?;
+    // containerd pauses a task before it checkpoints it; runc takes both.
+    let paused = match container.status() {
+        ContainerStatus::Running => false,
+        ContainerStatus::Paused => true,
+        _ => bail!(
+            "container {id:?} is {}: only a running or paused container can be checkpointed",
+            containers::status_name(&container)
+        ),
+    };
+    let saved = container.root.join("config.json");
+    let spec = Spec::load(if saved.exists() {
+        saved
+    } else {
+        container.bundle().join("config.json")
+    })
+    .with_context(|| format!("read the config of container {id:?}"))?;
+    Ok((container, spec, paused))
+}
+
+/// gpurun's mount-point overlays (gpurun-gpu's `mount_points`: a plain
+/// directory rootfs gets the driver files' mount points in a private
+/// overlay) are made from descriptors and a tmpfs mounted nowhere: CRIU
+/// can neither save nor remake them, and a dump would not restore.
+fn refuse_mount_point_overlays(spec: &Spec, id: &str) -> Result<()> {
+    let overlaid: Vec<String> = spec
+        .mounts()
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.typ().as_deref() == Some("overlay")
+                && m.options().iter().flatten().any(|o| {
+                    o.starts_with("lowerdir=")
+                        && o.contains(gpurun_gpu::mount_points::DESTINATION_LAYER)
+                })
+        })
+        .map(|m| m.destination().to_string_lossy().into_owned())
+        .collect();
+    if !overlaid.is_empty() {
+        bail!(
+            "container {id:?} has its driver files' mount points in gpurun's private overlays ({}), which CRIU cannot save: checkpoint containers whose rootfs is a writable layer (as engines give: an overlay mount) or an image that has the mount points",
+            overlaid.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// --image-path and --work-path, made private to root where missing.
+fn open_dirs(args: &CheckpointOptions) -> Result<(File, Option<File>)> {
+    let open = |path: &Path, flag: &str| -> Result<File> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path)
+            .with_context(|| format!("create {flag} {}", path.display()))?;
+        File::open(path).with_context(|| format!("open {flag} {}", path.display()))
+    };
+    let images = open(&args.criu.image_path, "--image-path")?;
+    let work = match &args.criu.work_path {
+        Some(path) => Some(open(path, "--work-path")?),
+        None => None,
+    };
+    Ok((images, work))
+}
+
+/// The mounts from outside the container (its binds, the host's cgroup
+/// hierarchies) and the namespaces it joined by path: CRIU records a
+/// reference to each, for restore to name again.
+fn set_mounts_and_namespaces(
+    client: &mut rust_criu::Criu,
+    spec: &Spec,
+    pid: i32,
+    images: &Path,
+) -> Result<()> {
+    for (destination, _) in criu::external_binds(spec) {
         let key = destination.to_string_lossy().into_owned();
         client.set_external_mount(key.clone(), key);
     }
@@ -98,7 +172,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
         client.set_external_mount(key.clone(), key);
     }
     fs::write(
-        args.criu.image_path.join(criu::CGROUP_MOUNTS),
+        images.join(criu::CGROUP_MOUNTS),
         serde_json::to_string(&cgroup_mounts)?,
     )
     .context("record the container's cgroup mounts")?;
@@ -108,7 +182,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
         (LinuxNamespaceType::Network, "net"),
         (LinuxNamespaceType::Pid, "pid"),
     ] {
-        if let Some(path) = namespace_path(&spec, typ) {
+        if let Some(path) = namespace_path(spec, typ) {
             use std::os::unix::fs::MetadataExt;
             let inode = fs::metadata(&path)
                 .with_context(|| format!("the {name} namespace {}", path.display()))?
@@ -119,8 +193,11 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
             ));
         }
     }
+    Ok(())
+}
 
-    // Where fds 0-2 point, so restore can hand the same kind back.
+/// Where fds 0-2 point, so restore can hand the same kind back.
+fn record_descriptors(pid: i32, images: &Path) -> Result<()> {
     let descriptors: Vec<String> = (0..3)
         .map(|n| {
             fs::read_link(format!("/proc/{pid}/fd/{n}"))
@@ -129,18 +206,16 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
         })
         .collect();
     fs::write(
-        args.criu.image_path.join(criu::DESCRIPTORS),
+        images.join(criu::DESCRIPTORS),
         serde_json::to_string(&descriptors)?,
     )
-    .context("write descriptors.json")?;
+    .context("write descriptors.json")
+}
 
-    if containers::has_cgroup(&container) {
-        if let Some(freezer) = freezer_dir(&containers::cgroup_path(&container)?) {
-            client.set_freeze_cgroup(freezer.to_string_lossy().into_owned());
-        }
-    }
+/// runc's checkpoint flags, as CRIU options.
+fn set_options(client: &mut rust_criu::Criu, args: &CheckpointOptions) -> Result<()> {
     client.set_log_file("dump.log".into());
-    apply_criu_flags(&args.criu, &mut client)?;
+    apply_criu_flags(&args.criu, client)?;
     if let Some(address) = &args.page_server {
         let (host, port) = address
             .rsplit_once(':')
@@ -154,27 +229,70 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
     if let Some(fd) = args.status_fd {
         client.set_status_fd(fd);
     }
-    client.set_pid(pid);
-    client.set_root(rootfs.to_string_lossy().into_owned());
     client.set_leave_running(args.leave_running);
     client.set_link_remap(args.link_remap);
     client.set_orphan_pts_master(true);
     client.cgroups_mode(cgroups_mode(&args.criu.manage_cgroups_mode));
+    Ok(())
+}
+
+/// CRIU's dump, its failure as one line with the log's errors.
+fn dump(mut client: rust_criu::Criu, args: &CheckpointOptions) -> Result<()> {
+    let started = std::time::Instant::now();
     if let Err(e) = client.dump() {
-        let log = log_dir.join("dump.log");
+        let log = args
+            .criu
+            .work_path
+            .as_ref()
+            .unwrap_or(&args.criu.image_path)
+            .join("dump.log");
         bail!(
-            "checkpoint of container {id:?} failed: {e}: {} (see {})",
+            "checkpoint of container {:?} failed: {e}: {} (see {})",
+            args.container_id,
             criu::log_errors(&log),
             log.display()
         );
     }
-    if !args.leave_running {
-        // CRIU killed the container's processes once dumped; what is left
-        // is its state and cgroup.
-        containers::wait_gone(&container);
-        container
-            .delete(true)
-            .with_context(|| format!("delete container {id:?} after its checkpoint"))?;
+    tracing::debug!(
+        "CRIU dumped the container in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    Ok(())
+}
+
+/// A GPU container: its CUDA processes saved through the driver, then the
+/// dump. Any failure gives every process its GPU back (the container runs
+/// on) and names the process and the driver's error.
+fn dump_gpu_container(
+    client: rust_criu::Criu,
+    container: &Container,
+    gpu: &gpu::GpuContainer,
+    paused: bool,
+    args: &CheckpointOptions,
+) -> Result<()> {
+    let id = &args.container_id;
+    let images = &args.criu.image_path;
+    const RUNS_ON: &str = "its CUDA processes have their GPUs back and it runs on";
+    let saved = gpu::thawed(container, paused, || {
+        gpu::save(gpu, container, args.cuda_lock_timeout)
+    })?
+    .map_err(|e| anyhow::anyhow!("checkpoint of container {id:?} failed: {e:#}; {RUNS_ON}"))?;
+    gpu::write_record(gpu, images, saved.count())?;
+    if let Err(e) = dump(client, args) {
+        gpu::thawed(container, paused, || saved.resume())??;
+        bail!("{e:#}; {RUNS_ON}");
+    }
+    let bytes = gpu::record_size(images)?;
+    tracing::debug!(
+        "checkpoint of {id:?}: {} CUDA process(es), {:.1} MiB of images in {}",
+        saved.count(),
+        bytes as f64 / (1024.0 * 1024.0),
+        images.display()
+    );
+    if args.leave_running {
+        gpu::thawed(container, paused, || saved.resume())??;
+    } else {
+        saved.keep();
     }
     Ok(())
 }

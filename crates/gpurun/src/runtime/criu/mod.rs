@@ -23,6 +23,8 @@ pub const DESCRIPTORS: &str = "descriptors.json";
 pub const CGROUP_MOUNTS: &str = "gpurun-cgroup-mounts.json";
 
 pub mod checkpoint;
+pub mod cuda;
+pub mod gpu;
 pub mod restore;
 
 /// The options checkpoint and restore share (runc's flags, as the
@@ -51,6 +53,8 @@ pub struct CheckpointOptions {
     pub parent_path: Option<String>,
     pub pre_dump: bool,
     pub status_fd: Option<i32>,
+    /// How long the driver may take to lock each CUDA process.
+    pub cuda_lock_timeout: std::time::Duration,
     pub container_id: String,
 }
 
@@ -107,16 +111,23 @@ pub fn path(ctx: &Ctx) -> String {
         .into_owned()
 }
 
-/// A CRIU client for `--criu` (default: criu on PATH), checked to run.
-pub fn client(ctx: &Ctx) -> Result<Criu> {
+/// A CRIU client for `--criu` (default: criu on PATH), checked to run,
+/// and for a GPU container checked to be CRIU 4 or later.
+pub fn client(ctx: &Ctx, gpu: bool) -> Result<Criu> {
     let path = path(ctx);
     let fix = "install CRIU 3.15 or newer, or pass --criu PATH (scripts/criu.sh fetches one that runs on current kernels)";
+    let gpu_fix = "GPU containers need CRIU 4.0 or later (the first that checkpoints processes which used a GPU): install it, or pass --criu PATH (scripts/criu.sh fetches one)";
     let mut criu =
         Criu::new_with_criu_path(path.clone()).map_err(|e| anyhow::anyhow!("criu {path}: {e}"))?;
     let version = criu
         .get_criu_version()
         .map_err(|e| anyhow::anyhow!("criu {path} does not run ({e}): {fix}"))?;
-    if version < CRIU_MINIMUM {
+    let (minimum, fix) = if gpu {
+        (gpu::CRIU_MINIMUM, gpu_fix)
+    } else {
+        (CRIU_MINIMUM, fix)
+    };
+    if version < minimum {
         bail!(
             "criu {path} is version {}.{}.{}: {fix}",
             version / 10000,
@@ -177,29 +188,6 @@ pub fn request(criu: &str, request: &rpc::Criu_req) -> Result<rpc::Criu_resp> {
     drop(socket);
     let _ = child.wait();
     sent
-}
-
-/// A GPU container's CUDA state lives in the driver, which CRIU cannot
-/// save (that needs NVIDIA's cuda-checkpoint): such a container is refused
-/// rather than dumped half.
-pub fn refuse_gpu_container(spec: &Spec, id: &str) -> Result<()> {
-    const NVIDIA_MAJOR: i64 = 195;
-    let nodes = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.devices().as_ref())
-        .is_some_and(|d| d.iter().any(|d| d.major() == NVIDIA_MAJOR));
-    let binds = spec
-        .mounts()
-        .iter()
-        .flatten()
-        .any(|m| m.destination().to_string_lossy().starts_with("/dev/nvidia"));
-    if nodes || binds {
-        bail!(
-            "container {id:?} has NVIDIA GPUs: CRIU cannot save their driver state (that needs cuda-checkpoint); checkpoint and restore take containers without GPUs"
-        );
-    }
-    Ok(())
 }
 
 /// Bind mounts whose source is outside the container: CRIU keeps them out

@@ -20,7 +20,7 @@ use nix::mount::{mount, MsFlags};
 use nix::unistd::Pid;
 use rust_criu::rust_criu_protobuf::rpc::Criu_notify;
 
-use super::{apply_criu_flags, RestoreOptions};
+use super::{apply_criu_flags, gpu, RestoreOptions};
 use crate::runtime::prepare::{self, CreateOptions};
 use crate::runtime::{containers, context::Ctx, criu, foreground};
 
@@ -58,7 +58,8 @@ pub fn restore(ctx: &Ctx, args: RestoreOptions) -> Result<i32> {
         spec: None,
         slurm_gpus_by_default: false,
     })?;
-    criu::refuse_gpu_container(&prepared.spec, id)?;
+    // A GPU checkpoint: the driver and GPUs checked before CRIU runs.
+    let gpu = gpu::check_restore(ctx, &prepared.spec, &args.criu.image_path)?;
     if prepared
         .spec
         .process()
@@ -68,7 +69,7 @@ pub fn restore(ctx: &Ctx, args: RestoreOptions) -> Result<i32> {
     {
         bail!("container {id:?} has a terminal (process.terminal): restore takes containers without one");
     }
-    let client = criu::client(ctx)?;
+    let client = criu::client(ctx, gpu.is_some())?;
     if !args.detach {
         // Before CRIU makes the process, so no SIGCHLD is lost.
         foreground::block_signals()?;
@@ -118,6 +119,9 @@ pub fn restore(ctx: &Ctx, args: RestoreOptions) -> Result<i32> {
         manager,
         &youki.cgroup_path,
     )?;
+    if let Some(gpu) = &gpu {
+        give_gpus_back(gpu, pid, made.manager.as_ref(), id)?;
+    }
     container
         .set_pid(pid)
         .set_status(ContainerStatus::Running)
@@ -136,6 +140,33 @@ pub fn restore(ctx: &Ctx, args: RestoreOptions) -> Result<i32> {
         .delete(true)
         .with_context(|| format!("delete container {id:?}"))?;
     code
+}
+
+/// The restored CUDA processes get their GPUs back through the driver.
+/// If that fails, the restored tree (all in the new cgroup) is killed, so
+/// the failed restore leaves nothing.
+fn give_gpus_back(
+    gpu: &gpu::GpuRestore,
+    init: i32,
+    manager: Option<&AnyCgroupManager>,
+    id: &str,
+) -> Result<()> {
+    let manager = manager.context("the restored container has no cgroup")?;
+    let mut pids: Vec<i32> = manager.get_all_pids()?.iter().map(|p| p.as_raw()).collect();
+    pids.sort_unstable();
+    let Err(e) = gpu.resume(init, &pids) else {
+        return Ok(());
+    };
+    for pid in &pids {
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), nix::sys::signal::SIGKILL);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while manager.get_all_pids().is_ok_and(|p| !p.is_empty())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    bail!("restore of {id:?} failed: {e:#}; the restored processes were stopped")
 }
 
 /// Removes what a failed restore made: the state directory and the cgroup.
