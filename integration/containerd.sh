@@ -109,6 +109,42 @@ ctr container rm t-restored
 check "checkpoint and restore leave nothing" "" "$(state_left "$runc_root")"
 check "no CRIU root left mounted" 0 "$(grep -c criu-root /proc/self/mountinfo)"
 
+# A GPU container the same way: a CUDA worker (8 MiB of device memory, a
+# round of GPU work every 100 ms, logged to the host) on the host whose
+# driver has the checkpoint API. ctr pauses it, gpurun saves its CUDA
+# state through the driver and gives it back; restored, it goes on.
+mkdir -p "$work/cuda-log"
+ctr run -d --null-io --runc-binary "$work/gpurun-checkpoint" --env NVIDIA_VISIBLE_DEVICES=0 \
+  --env NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+  --mount "type=bind,src=$work/cuda-log,dst=/log,options=rbind:rw" \
+  "$glibc" t-cuda cuda_worker 8 100 /log/ctr
+ticks_reach 3 "$work/cuda-log/ctr"
+check "the CUDA worker works" 0 "$?"
+ctr task checkpoint --image-path "$work/cuda-images" t-cuda
+check "ctr task checkpoint of a GPU task: exit 0" 0 "$?"
+check "the images record the driver and GPU" yes \
+  "$(grep -q '"uuid":"GPU-5a1e0000' "$work/cuda-images/gpurun-gpu.json" && echo yes)"
+at=$(ticks "$work/cuda-log/ctr")
+ticks_reach $((at + 3)) "$work/cuda-log/ctr"
+check "the GPU task works on after its checkpoint" 0 "$?"
+ctr container checkpoint --task --rw t-cuda gpurun-test/cuda-ckpt:1 >/dev/null
+check "ctr container checkpoint --task of a GPU task: exit 0" 0 "$?"
+ctr task kill -s SIGKILL t-cuda
+wait_for sh -c "command ctr -a $sock -n gpurun task ls | grep -q 't-cuda.*STOPPED'"
+ctr task rm t-cuda >/dev/null
+ctr container rm t-cuda
+at=$(ticks "$work/cuda-log/ctr")
+ctr container restore --live --rw t-cuda-r gpurun-test/cuda-ckpt:1
+check "ctr container restore --live of a GPU task: exit 0" 0 "$?"
+ticks_reach $((at + 3)) "$work/cuda-log/ctr"
+check "the restored CUDA worker works on" 0 "$?"
+check "its device memory kept the pattern, and it never restarted" yes "$(worker_ok "$work/cuda-log/ctr")"
+ctr task kill -s SIGKILL t-cuda-r
+wait_for sh -c "command ctr -a $sock -n gpurun task ls | grep -q 't-cuda-r.*STOPPED'"
+ctr task rm t-cuda-r >/dev/null 2>&1
+ctr container rm t-cuda-r
+check "GPU checkpoint and restore leave nothing" "" "$(state_left "$runc_root")"
+
 # The CRI path: a host-network pod with runtime_handler "gpurun".
 cri=target/debug/cri-client
 if [ -x "$cri" ]; then

@@ -242,6 +242,47 @@ now=$(podman exec ckpt cat /tmp/count 2>/dev/null)
 check "podman 5: the restored container counts on from its checkpoint" yes "$([ "${now:-0}" -ge 30 ] && echo yes)"
 podman rm -f ckpt >/dev/null 2>&1
 
+# GPU containers checkpointed and restored, GPU 0 asked for by CDI and by
+# the env: a CUDA worker (device memory holding a pattern, GPU work every
+# 100 ms, logged to the host) on the host whose driver has the checkpoint
+# API. Podman's overlay storage here: on vfs the rootfs is a plain
+# directory, where gpurun's private mount-point overlays (which CRIU
+# cannot save) are refused.
+mkdir -p "$work/cdi-ckpt" "$work/cuda-log"
+GPURUN_CONFIG="$work/gpurun-checkpoint.toml" "$gpurun" gpu cdi -o "$work/cdi-ckpt/nvidia.yaml" >/dev/null 2>&1
+mkdir -p /etc/gpurun
+cp "$work/gpurun-checkpoint.toml" /etc/gpurun/config.toml
+podman_ovl() {
+  /usr/bin/podman --root "$work/pmo-root" --runroot "$work/pmo-run" --storage-driver overlay \
+    --cgroup-manager cgroupfs --events-backend file --runtime "$gpurun" \
+    --cdi-spec-dir "$work/cdi-ckpt" "$@"
+}
+podman_ovl load -i "$work/glibc.tar" >/dev/null 2>&1
+for how in cdi env; do
+  case $how in
+    cdi) request="--device nvidia.com/gpu=0" ;;
+    env) request="-e NVIDIA_VISIBLE_DEVICES=0 -e NVIDIA_DRIVER_CAPABILITIES=compute,utility" ;;
+  esac
+  log="$work/cuda-log/$how"
+  # shellcheck disable=SC2086
+  podman_ovl run -d --name "cuda-$how" --network none $request -v "$work/cuda-log:/log" \
+    "$glibc" cuda_worker 8 100 "/log/$how" >/dev/null 2>"$work/err"
+  ticks_reach 3 "$log"
+  check "podman 5 GPU checkpoint ($how): the CUDA worker works" 0 "$?"
+  podman_ovl container checkpoint "cuda-$how" >"$work/ckpt.out" 2>&1
+  check "podman 5 container checkpoint of a GPU container ($how): exit 0" 0 "$?"
+  at=$(ticks "$log")
+  sleep 0.5
+  check "podman 5 ($how): the checkpointed worker stopped" "$at" "$(ticks "$log")"
+  podman_ovl container restore "cuda-$how" >"$work/restore.out" 2>&1
+  check "podman 5 container restore of a GPU container ($how): exit 0" 0 "$?"
+  ticks_reach $((at + 3)) "$log"
+  check "podman 5 ($how): the restored worker works on" 0 "$?"
+  check "podman 5 ($how): device memory kept, never restarted" yes "$(worker_ok "$log")"
+  podman_ovl rm -f "cuda-$how" >/dev/null 2>&1
+done
+rm -f /etc/gpurun/config.toml
+
 # Rootful with --userns=auto (a user namespace started by root, as
 # Kubernetes' hostUsers: false): conmon passes the runtime no environment,
 # so the fake host is named in this root's own /etc/gpurun/config.toml,

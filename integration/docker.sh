@@ -31,6 +31,10 @@ check_contains "setup docker is idempotent" "nothing to change" "$again"
 # checkpoint finds criu there too (docker checkpoint is experimental in
 # 20.10).
 criu_bin=$(criu_bin_dir)
+# A second runtime name for the GPU checkpoint: gpurun on the host whose
+# driver has the checkpoint API.
+jq --arg path "$work/gpurun-checkpoint" '.runtimes["gpurun-checkpoint"] = {path: $path}' \
+  "$work/daemon.json" > "$work/daemon-ckpt.json" && mv "$work/daemon-ckpt.json" "$work/daemon.json"
 docker() { /usr/bin/docker -H "unix://$sock" "$@"; }
 start_dockerd "$work/daemon.json" "$work/dockerd.log" "$work/hooks:$criu_bin" --experimental ||
   { echo "dockerd did not start"; tail "$work/dockerd.log"; exit 1; }
@@ -97,6 +101,26 @@ check "docker checkpoint create: exit 0" 0 "$?"
 check "the container stopped at its checkpoint" exited "$(docker inspect -f '{{.State.Status}}' ckpt2)"
 docker rm -f ckpt ckpt2 >/dev/null
 check "nothing left after the checkpoints" "" "$(state_left "$state")"
+# A GPU container: a CUDA worker (a pattern in device memory, GPU work
+# every 100 ms, logged to the host), its CUDA state saved through the
+# driver and given back (--leave-running).
+mkdir -p "$work/cuda-log"
+docker run -d --runtime=gpurun-checkpoint --name cuda-ckpt -e NVIDIA_VISIBLE_DEVICES=0 \
+  -e NVIDIA_DRIVER_CAPABILITIES=compute,utility -v "$work/cuda-log:/log" \
+  "$glibc" cuda_worker 8 100 /log/docker >/dev/null
+ticks_reach 3 "$work/cuda-log/docker"
+check "the CUDA worker works" 0 "$?"
+id=$(docker inspect -f '{{.Id}}' cuda-ckpt)
+docker checkpoint create --leave-running cuda-ckpt g1 >/dev/null
+check "docker checkpoint create of a GPU container: exit 0" 0 "$?"
+check "the checkpoint records the driver and GPU" yes \
+  "$(grep -q '"uuid":"GPU-5a1e0000' "$work/data/containers/$id/checkpoints/g1/gpurun-gpu.json" && echo yes)"
+at=$(ticks "$work/cuda-log/docker")
+ticks_reach $((at + 3)) "$work/cuda-log/docker"
+check "the GPU container works on after its checkpoint" 0 "$?"
+check "its device memory kept the pattern" yes "$(worker_ok "$work/cuda-log/docker")"
+docker rm -f cuda-ckpt >/dev/null
+check "nothing left after the GPU checkpoint" "" "$(state_left "$work/exec/runtime-gpurun-checkpoint/moby")"
 
 # Docker's userns-remap, a user namespace started by root: a second
 # daemon on the same config plus "userns-remap": "default" (dockerd makes

@@ -50,7 +50,10 @@ wait_for() {
 # gpurun config pointing at it, and two local images as docker-save
 # archives: $work/busybox.tar (docker.io/gpurun-test/busybox) and
 # $work/glibc.tar (docker.io/gpurun-test/glibc, with nvidia-smi's libc,
-# the CUDA runtime and cuda_probe), plus $work/pause.tar for CRI sandboxes.
+# the CUDA runtime, cuda_probe and cuda_worker), plus $work/pause.tar for
+# CRI sandboxes. For GPU checkpoints, $work/gpurun-checkpoint is gpurun on
+# the host whose libcuda has the driver's checkpoint API (gpu-fixtures.sh's
+# host-checkpoint), for an engine's runtime path.
 make_fixtures() {
   sh scripts/gpu-fixtures.sh "$work/fx" >/dev/null
   host="$work/fx/host"
@@ -60,6 +63,10 @@ dev-root = "$host"
 proc-root = "$host/proc"
 EOF
   chmod 644 "$work/gpurun.toml"
+  sed "s#$host#$host-checkpoint#" "$work/gpurun.toml" > "$work/gpurun-checkpoint.toml"
+  printf '#!/bin/sh\nGPURUN_CONFIG=%s exec %s "$@"\n' "$work/gpurun-checkpoint.toml" "$gpurun" \
+    > "$work/gpurun-checkpoint"
+  chmod 755 "$work/gpurun-checkpoint"
   sh scripts/busybox-bundle.sh "$work/bb" "$gpurun" >/dev/null
   python3 tests/fixtures/make_image.py fromdir "$work/img-bb" "$work/bb/rootfs" \
     docker.io/gpurun-test/busybox:latest sh
@@ -68,7 +75,7 @@ EOF
   sh scripts/glibc-rootfs.sh "$work/glibc" >/dev/null
   mkdir -p "$work/glibc/opt/cudart"
   cp "$work/fx/cudart/libcudart.so.12" "$work/glibc/opt/cudart/"
-  cp "$work/fx/cuda_probe" "$work/glibc/usr/bin/"
+  cp "$work/fx/cuda_probe" "$work/fx/cuda_worker" "$work/glibc/usr/bin/"
   python3 tests/fixtures/make_image.py fromdir "$work/img-glibc" "$work/glibc" \
     docker.io/gpurun-test/glibc:latest sh
   mv "$work/img-bb/image.docker.tar" "$work/busybox.tar"
@@ -101,6 +108,22 @@ count_reaches() { # N CMD...
     sleep 0.2
   done
   return 1
+}
+
+# For the GPU checkpoint checks: ticks LOG prints how many rounds of GPU
+# work tests/fixtures/cuda_worker.c logged; ticks_reach N LOG waits up to
+# 20 s for N; worker_ok LOG says "yes" when it started once and every
+# round kept its pattern.
+ticks() { n=$(grep -c '^tick' "$1" 2>/dev/null); echo "${n:-0}"; }
+ticks_reach() { # N LOG
+  for _ in $(seq 1 100); do
+    [ "$(ticks "$2")" -ge "$1" ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+worker_ok() { # LOG
+  [ "$(grep -c '^started' "$1")" = 1 ] && ! grep '^tick' "$1" | grep -qv 'pattern ok work ok$' && echo yes
 }
 
 # A directory holding only `criu` (scripts/criu.sh's), for an engine's PATH.

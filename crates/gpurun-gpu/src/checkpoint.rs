@@ -76,6 +76,46 @@ pub fn has_nvidia_devices(spec: &Spec) -> bool {
         })
 }
 
+/// Why a GPU container cannot be checkpointed, where gpurun can tell
+/// from its spec: MIG devices (the driver's GPU pairs name whole GPUs, and
+/// a MIG instance is not made again on restore) and MPS clients (their
+/// CUDA state lives in the MPS server, outside the container).
+pub fn refusal(spec: &Spec) -> Option<String> {
+    let mig = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.devices().as_ref())
+        .into_iter()
+        .flatten()
+        .map(|d| d.path().to_path_buf())
+        .chain(
+            spec.mounts()
+                .iter()
+                .flatten()
+                .map(|m| m.destination().clone()),
+        )
+        .find(|p| {
+            p.starts_with("/dev/nvidia-caps") && !p.starts_with("/dev/nvidia-caps-imex-channels")
+        });
+    if let Some(node) = mig {
+        return Some(format!(
+            "it has MIG devices ({}): a MIG instance is not made again on restore",
+            node.display()
+        ));
+    }
+    let env = spec.process().as_ref().and_then(|p| p.env().as_ref());
+    if env
+        .into_iter()
+        .flatten()
+        .any(|e| e.starts_with("CUDA_MPS_PIPE_DIRECTORY="))
+    {
+        return Some(
+            "it is an MPS client (CUDA_MPS_PIPE_DIRECTORY): its CUDA state lives in the MPS server, outside the container".into(),
+        );
+    }
+    None
+}
+
 /// The container's GPUs as the inventory knows them, by minor.
 pub fn recorded_gpus(minors: &[u32], inventory: &Inventory) -> Vec<RecordedGpu> {
     minors
@@ -211,5 +251,26 @@ mod tests {
         .unwrap();
         assert_eq!(gpu_minors(&spec), vec![1, 3]);
         assert!(has_nvidia_devices(&spec));
+        assert_eq!(refusal(&spec), None);
+    }
+
+    #[test]
+    fn mig_devices_and_mps_clients_are_refused() {
+        let spec: Spec = serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "process": {"cwd": "/", "args": ["sh"], "user": {"uid": 0, "gid": 0},
+                        "env": ["CUDA_MPS_PIPE_DIRECTORY=/tmp/mps"]},
+            "linux": {"devices": [
+                {"path": "/dev/nvidia-caps-imex-channels/channel0", "type": "c", "major": 234, "minor": 0}]}
+        }))
+        .unwrap();
+        assert!(refusal(&spec).unwrap().contains("MPS"));
+        let spec: Spec = serde_json::from_value(serde_json::json!({
+            "ociVersion": "1.0.2",
+            "linux": {"devices": [
+                {"path": "/dev/nvidia-caps/nvidia-cap21", "type": "c", "major": 237, "minor": 21}]}
+        }))
+        .unwrap();
+        assert!(refusal(&spec).unwrap().contains("MIG"));
     }
 }

@@ -36,6 +36,9 @@ pub fn find(ctx: &Ctx, spec: &Spec) -> Result<Option<GpuContainer>> {
     if !record::has_nvidia_devices(spec) {
         return Ok(None);
     }
+    if let Some(why) = record::refusal(spec) {
+        bail!("a GPU container is checkpointed through the NVIDIA driver, and this one cannot be: {why}");
+    }
     let roots = driver_paths::resolve(&ctx.settings)?;
     let inventory = flow::inventory(&roots, Some(&ctx.root.join(flow::CACHE_DIR)))?;
     let driver = Driver::load(&inventory)?;
