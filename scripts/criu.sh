@@ -5,10 +5,14 @@
 # passes, CRIU 4.1 and the libraries it needs come from Debian 13 (trixie),
 # downloaded with a private sources list (never installed into the system),
 # unpacked under the cache and run through their own dynamic loader.
-# Usage: scripts/criu.sh   (as root; prints the criu path)
+# With --gpu the system's criu counts only if it is CRIU 4 or later, as
+# GPU containers need.
+# Usage: scripts/criu.sh [--gpu]   (as root; prints the criu path)
 set -eu
 cache=${GPURUN_CRIU_CACHE:-/var/cache/gpurun-criu}
-if command -v criu >/dev/null 2>&1 && criu check >/dev/null 2>&1; then
+major() { "$1" --version 2>/dev/null | sed -n 's/^Version: \([0-9]*\)\..*/\1/p'; }
+if command -v criu >/dev/null 2>&1 && criu check >/dev/null 2>&1 &&
+  { [ "${1:-}" != --gpu ] || [ "$(major criu)" -ge 4 ] 2>/dev/null; }; then
   command -v criu
   exit 0
 fi

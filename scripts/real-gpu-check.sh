@@ -10,13 +10,18 @@
 #   none and void; selection by UUID; EGL loads NVIDIA's vendor library
 #   (graphics); gpu verify and doctor agree; rootless; 32 containers, 8 at
 #   a time; a user namespace started by root; CDI with NVIDIA's spec
-#   form; nothing left behind; the image unchanged.
+#   form; a CUDA container checkpointed and restored through the driver's
+#   checkpoint API (driver 570 or later, CRIU 4); nothing left behind; the
+#   image unchanged.
 #
 # With --timing it also times `run` of `true` against runc 1.1 (plain, and
-# one GPU vs runc with the same mounts plus an ldconfig hook), interleaved.
+# one GPU vs runc with the same mounts plus an ldconfig hook), interleaved,
+# and checkpoint and restore of 1 GiB of device memory
+# (scripts/bench-checkpoint.sh).
 #
 # Usage (root): sh scripts/real-gpu-check.sh [--timing] [GPURUN]
-#   (GPURUN_DEBS=DIR: libegl1 and libglvnd0 .debs where apt cannot fetch)
+#   (GPURUN_DEBS=DIR: libegl1 and libglvnd0 .debs where apt cannot fetch;
+#    GPURUN_CRIU=PATH: CRIU 4, else scripts/criu.sh's)
 set -u
 timing=0
 if [ "${1:-}" = "--timing" ]; then timing=1; shift; fi
@@ -51,6 +56,7 @@ rootfs="$work/rootfs"
 sh scripts/glibc-rootfs.sh "$rootfs" >/dev/null 2>&1 || { echo "glibc-rootfs.sh failed" >&2; exit 2; }
 cc -O2 -o "$rootfs/usr/bin/cuda_vector_add" tests/fixtures/cuda_vector_add.c -ldl
 cc -O2 -o "$rootfs/usr/bin/egl_probe" tests/fixtures/egl_probe.c -ldl
+cc -O2 -o "$rootfs/usr/bin/cuda_worker" tests/fixtures/cuda_worker.c -ldl
 mkdir -p "$work/debs"
 # GPURUN_DEBS: a directory holding libegl1's and libglvnd0's .deb, for a
 # machine that reaches no package source.
@@ -190,6 +196,59 @@ case "$out" in "/dev/nvidia0
 vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
 check "CDI nvidia.com/gpu=0 (NVIDIA's spec form, hooks native): GPU 0 only, CUDA" $r "$out"
 
+# 13. Checkpoint and restore of a CUDA container: a worker keeps 64 MiB of
+# device memory holding a pattern and logs a round of GPU work every
+# 250 ms to a host directory. checkpoint stops the log; restore under
+# another id continues it, the pattern intact and the new work right.
+# The rootfs is an overlay mount, as engines give.
+checkpoint_check() {
+  criu=${GPURUN_CRIU:-$(sh scripts/criu.sh --gpu 2>/dev/null)}
+  if [ -z "$criu" ]; then
+    check "GPU checkpoint and restore" 1 "no CRIU 4 (scripts/criu.sh failed; set GPURUN_CRIU)"
+    return
+  fi
+  ck="$work/ckpt"
+  mkdir -p "$ck/rootfs" "$ck/upper" "$ck/work" "$ck/log"
+  mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$ck/upper,workdir=$ck/work" "$ck/rootfs"
+  (cd "$ck" && "$gpurun" spec)
+  python3 - "$ck/config.json" "$ck/log" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["process"]["terminal"] = False
+c["process"]["args"] = ["cuda_worker", "64", "250", "/log/w"]
+c["process"]["env"] += ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+                        "CUDA_CACHE_DISABLE=1"]
+c["root"] = {"path": "rootfs", "readonly": False}
+c["mounts"].append({"destination": "/log", "type": "bind", "source": sys.argv[2], "options": ["rbind", "rw"]})
+json.dump(c, open(sys.argv[1], "w"))
+PY
+  ticks() { n=$(grep -c '^tick' "$ck/log/w" 2>/dev/null); echo "${n:-0}"; }
+  wait_ticks() { for _ in $(seq 1 80); do [ "$(ticks)" -ge "$1" ] && return 0; sleep 0.25; done; return 1; }
+  g() { "$gpurun" --root "$state" --criu "$criu" "$@"; }
+  g run -d --bundle "$ck" ckpt-a </dev/null >/dev/null 2>&1
+  wait_ticks 3; check "GPU checkpoint: the CUDA worker works" $? "$(tail -2 "$ck/log/w" 2>&1)"
+  t=$(date +%s%N)
+  out=$(g --debug checkpoint --image-path "$ck/images" ckpt-a 2>&1)
+  r=$?; ms=$(( ($(date +%s%N) - t) / 1000000 ))
+  check "gpurun checkpoint of a CUDA container ($ms ms, $(du -sm "$ck/images" 2>/dev/null | cut -f1) MiB of images)" $r "$out"
+  echo "$out" | grep -E 'CUDA|CRIU' | sed 's/^/      /'
+  at=$(ticks); sleep 1
+  [ "$(ticks)" = "$at" ]; check "the worker stopped at its checkpoint" $? "$(ticks) rounds, $at at the checkpoint"
+  t=$(date +%s%N)
+  out=$(g --debug restore -d --image-path "$ck/images" --bundle "$ck" ckpt-b 2>&1)
+  r=$?; ms=$(( ($(date +%s%N) - t) / 1000000 ))
+  check "gpurun restore under another id ($ms ms)" $r "$out"
+  echo "$out" | grep -E 'CUDA|CRIU' | sed 's/^/      /'
+  wait_ticks $((at + 3)); check "the restored worker works on" $? "$(tail -2 "$ck/log/w")"
+  bad=$(grep '^tick' "$ck/log/w" | grep -cv 'pattern ok work ok$')
+  starts=$(grep -c '^started' "$ck/log/w")
+  [ "$bad" = 0 ] && [ "$starts" = 1 ]
+  check "device memory kept its pattern, new GPU work right, never restarted" $? "$bad bad rounds, $starts starts: $(grep -v 'pattern ok' "$ck/log/w" | head -3)"
+  g delete --force ckpt-b >/dev/null 2>&1
+  umount "$ck/rootfs"
+}
+checkpoint_check
+
 # 10. Nothing left behind, and the image unchanged.
 left=$(ls "$state" 2>/dev/null | grep -cv '^@driver-cache$')
 cgroups=$(find /sys/fs/cgroup -maxdepth 3 -path '*gpurun*' -type d 2>/dev/null | wc -l)
@@ -201,6 +260,7 @@ if [ $timing = 1 ]; then
   echo "== timing"
   GPURUN_BIN=$gpurun sh scripts/bench.sh 100
   GPURUN_BIN=$gpurun GPURUN_REAL_DRIVER=1 sh scripts/bench-gpu.sh 100
+  GPURUN_BIN=$gpurun sh scripts/bench-checkpoint.sh 1024 3
 fi
 
 echo

@@ -21,11 +21,14 @@ use serde_json::json;
 
 const GPU0: &str = "GPU-5a1e0000-0000-4000-8000-00000000fa4e";
 
+/// CRIU 4 or later, as GPU containers need (scripts/criu.sh --gpu).
 fn criu() -> &'static str {
     static CRIU: OnceLock<String> = OnceLock::new();
     CRIU.get_or_init(|| {
         let out = run_cmd(
-            Command::new("sh").arg(repo().join("scripts/criu.sh")),
+            Command::new("sh")
+                .arg(repo().join("scripts/criu.sh"))
+                .arg("--gpu"),
             Duration::from_secs(300),
         );
         out.ok();

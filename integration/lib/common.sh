@@ -126,10 +126,11 @@ worker_ok() { # LOG
   [ "$(grep -c '^started' "$1")" = 1 ] && ! grep '^tick' "$1" | grep -qv 'pattern ok work ok$' && echo yes
 }
 
-# A directory holding only `criu` (scripts/criu.sh's), for an engine's PATH.
+# A directory holding only `criu` (scripts/criu.sh --gpu's: CRIU 4, as GPU
+# containers need), for an engine's PATH.
 criu_bin_dir() {
   mkdir -p "$work/criu-bin"
-  ln -sf "$(sh scripts/criu.sh)" "$work/criu-bin/criu"
+  ln -sf "$(sh scripts/criu.sh --gpu)" "$work/criu-bin/criu"
   echo "$work/criu-bin"
 }
 

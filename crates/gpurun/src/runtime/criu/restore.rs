@@ -78,7 +78,45 @@ pub fn restore(ctx: &Ctx, args: RestoreOptions) -> Result<i32> {
         }
     }
 
-    // The state, as create leaves it; removed again if anything fails.
+    let (mut container, mut made, manager, cgroup_path) = make_state(ctx, id, &prepared)?;
+    let pid = run_criu(
+        client,
+        &args,
+        &prepared.spec,
+        &made.dir,
+        manager,
+        &cgroup_path,
+    )?;
+    if let Some(gpu) = &gpu {
+        give_gpus_back(gpu, pid, made.manager.as_ref(), id)?;
+    }
+    container
+        .set_pid(pid)
+        .set_status(ContainerStatus::Running)
+        .save()?;
+    if let Some(pid_file) = &args.pid_file {
+        fs::write(pid_file, pid.to_string())
+            .with_context(|| format!("write --pid-file {}", pid_file.display()))?;
+    }
+    made.armed = false;
+    if args.detach {
+        return Ok(0);
+    }
+    let code = foreground::wait_for_init(Pid::from_raw(pid));
+    let _ = container.refresh_status();
+    container
+        .delete(true)
+        .with_context(|| format!("delete container {id:?}"))?;
+    code
+}
+
+/// The container's state, as create leaves it, and its cgroup manager:
+/// the guard removes both again unless the restore disarms it.
+fn make_state(
+    ctx: &Ctx,
+    id: &str,
+    prepared: &prepare::PreparedBundle,
+) -> Result<(Container, StateGuard, AnyCgroupManager, PathBuf)> {
     let state_dir = containers::state_dir(&ctx.root, id);
     fs::create_dir(&state_dir)
         .with_context(|| format!("create the state directory {}", state_dir.display()))?;
@@ -110,36 +148,7 @@ pub fn restore(ctx: &Ctx, args: RestoreOptions) -> Result<i32> {
         container_name: id.to_owned(),
     })?;
     made.manager = Some(containers::cgroup_manager(&container)?);
-
-    let pid = run_criu(
-        client,
-        &args,
-        &prepared.spec,
-        &state_dir,
-        manager,
-        &youki.cgroup_path,
-    )?;
-    if let Some(gpu) = &gpu {
-        give_gpus_back(gpu, pid, made.manager.as_ref(), id)?;
-    }
-    container
-        .set_pid(pid)
-        .set_status(ContainerStatus::Running)
-        .save()?;
-    if let Some(pid_file) = &args.pid_file {
-        fs::write(pid_file, pid.to_string())
-            .with_context(|| format!("write --pid-file {}", pid_file.display()))?;
-    }
-    made.armed = false;
-    if args.detach {
-        return Ok(0);
-    }
-    let code = foreground::wait_for_init(Pid::from_raw(pid));
-    let _ = container.refresh_status();
-    container
-        .delete(true)
-        .with_context(|| format!("delete container {id:?}"))?;
-    code
+    Ok((container, made, manager, youki.cgroup_path))
 }
 
 /// The restored CUDA processes get their GPUs back through the driver.
@@ -214,54 +223,9 @@ fn run_criu(
         .as_ref()
         .unwrap_or(&args.criu.image_path)
         .join("restore.log");
-
-    // CRIU wants its root to be a mount point: the rootfs bound in a mount
-    // namespace of our own, gone with this process.
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-        .context("a private mount namespace for the restore")?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .context("make the restore's mounts private")?;
-    let rootfs = prepare::rootfs_of(spec, &args.bundle)?;
-    let criu_root = state_dir.join("criu-root");
-    fs::create_dir(&criu_root)?;
-    mount(
-        Some(&rootfs),
-        &criu_root,
-        None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None::<&str>,
-    )
-    .with_context(|| format!("bind the rootfs {}", rootfs.display()))?;
+    let criu_root = bind_root(spec, &args.bundle, state_dir)?;
     client.set_root(criu_root.to_string_lossy().into_owned());
-
-    for (destination, source) in criu::external_binds(spec) {
-        client.set_external_mount(
-            destination.to_string_lossy().into_owned(),
-            source.to_string_lossy().into_owned(),
-        );
-    }
-    for (point, source) in cgroup_binds(&args.criu.image_path, cgroup_path)? {
-        client.set_external_mount(point, source);
-    }
-    // stdio that was a pipe is handed over from ours, as runc does.
-    let descriptors: Vec<String> = fs::read_to_string(args.criu.image_path.join(criu::DESCRIPTORS))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
-    for (fd, target) in descriptors.iter().enumerate().take(3) {
-        if target.starts_with("pipe:") {
-            client
-                .add_inherit_fd(fd as RawFd, target.clone())
-                .map_err(|e| anyhow::anyhow!("hand stdio {fd} to CRIU: {e}"))?;
-        }
-    }
-
+    set_externals(&mut client, args, spec, cgroup_path)?;
     client.set_log_file("restore.log".into());
     apply_criu_flags(&args.criu, &mut client)?;
     client.set_rst_sibling(true);
@@ -279,7 +243,12 @@ fn run_criu(
             error: None,
         })
     });
+    let started = std::time::Instant::now();
     let result = client.restore();
+    tracing::debug!(
+        "CRIU restored the container in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
     let restoring = RESTORING.with(|r| r.borrow_mut().take());
     let _ = nix::mount::umount2(&criu_root, nix::mount::MntFlags::MNT_DETACH);
     let _ = fs::remove_dir(&criu_root);
@@ -298,6 +267,65 @@ fn run_criu(
     restoring
         .pid
         .context("CRIU restored no process (no post-restore notification)")
+}
+
+/// CRIU wants its root to be a mount point: the rootfs bound in a mount
+/// namespace of our own, gone with this process.
+fn bind_root(spec: &Spec, bundle: &Path, state_dir: &Path) -> Result<PathBuf> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .context("a private mount namespace for the restore")?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .context("make the restore's mounts private")?;
+    let rootfs = prepare::rootfs_of(spec, bundle)?;
+    let criu_root = state_dir.join("criu-root");
+    fs::create_dir(&criu_root)?;
+    mount(
+        Some(&rootfs),
+        &criu_root,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .with_context(|| format!("bind the rootfs {}", rootfs.display()))?;
+    Ok(criu_root)
+}
+
+/// What comes from outside the container: its binds and cgroup mounts,
+/// named again, and stdio that was a pipe, handed over from ours (as runc
+/// does).
+fn set_externals(
+    client: &mut rust_criu::Criu,
+    args: &RestoreOptions,
+    spec: &Spec,
+    cgroup_path: &Path,
+) -> Result<()> {
+    for (destination, source) in criu::external_binds(spec) {
+        client.set_external_mount(
+            destination.to_string_lossy().into_owned(),
+            source.to_string_lossy().into_owned(),
+        );
+    }
+    for (point, source) in cgroup_binds(&args.criu.image_path, cgroup_path)? {
+        client.set_external_mount(point, source);
+    }
+    let descriptors: Vec<String> = fs::read_to_string(args.criu.image_path.join(criu::DESCRIPTORS))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    for (fd, target) in descriptors.iter().enumerate().take(3) {
+        if target.starts_with("pipe:") {
+            client
+                .add_inherit_fd(fd as RawFd, target.clone())
+                .map_err(|e| anyhow::anyhow!("hand stdio {fd} to CRIU: {e}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// CRIU's notifications. At post-restore the tree exists and has not run
