@@ -21,7 +21,7 @@
 # Usage: integration/systemd.sh [GPURUN [KERNEL [ROOT]]]   (as root; prints "N passed, M failed";
 # with no ROOT, bookworm's then unstable's, each with the cases the other lacks)
 # GPURUN_SYSTEMD_CASES: the engine sections to run (default: all of
-# shell runc ctr cri docker podman cdi rootless on bookworm's root; cri
+# shell runc ctr cri docker podman cdi rootless checkpoint on bookworm's root; cri
 # docker podman quadlet on unstable's).
 set -eu
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ] && [ -z "${3:-}" ]; then
   # natively in integration/containerd.sh, docker.sh and podman.sh; the
   # runc case shows only runc 1.1.5's own loss).
   rc=0
-  GPURUN_SYSTEMD_CASES=${GPURUN_SYSTEMD_CASES:-"shell ctr cdi rootless"} \
+  GPURUN_SYSTEMD_CASES=${GPURUN_SYSTEMD_CASES:-"shell ctr cdi rootless checkpoint"} \
     sh "$0" "$gpurun" "${2:-6.12}" bookworm || rc=1
   sh "$0" "$gpurun" "${2:-6.12}" unstable || rc=1
   exit "$rc"
@@ -53,6 +53,18 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   # A node no driver has, open to all, for a user-namespace container to
   # be given by a bind mount (mknod is refused there whatever the rules).
   mknod -m 666 "$work/c42" c 42 0
+  # CRIU 4, for the GPU checkpoint: scripts/criu.sh's, carried under the
+  # checkout (the guest's own root has Debian 12's 3.17).
+  criu4=$(sh scripts/criu.sh --gpu)
+  if [ "$criu4" = /var/cache/gpurun-criu/criu ]; then
+    cp -a /var/cache/gpurun-criu/root "$work/criu-root"
+    lib="$work/criu-root/usr/lib/x86_64-linux-gnu"
+    printf '#!/bin/sh\nexec %s --library-path %s %s "$@"\n' "$lib/ld-linux-x86-64.so.2" "$lib" \
+      "$work/criu-root/usr/sbin/criu" > "$work/criu4"
+    chmod 755 "$work/criu4"
+  else
+    ln -s "$criu4" "$work/criu4"
+  fi
   GPURUN_IN_SYSTEMD_GUEST=1 GPURUN_SUITE_WORK="$work" \
     sh scripts/vm.sh --systemd-root "$3" "${2:-6.12}" -- sh integration/systemd.sh "$gpurun"
   exit $?
@@ -69,7 +81,7 @@ mkdir -p /etc/gpurun
 cp "$work/gpurun.toml" /etc/gpurun/config.toml
 check "systemd is PID 1" systemd "$(cat /proc/1/comm)"
 check "cgroup v2 only" cgroup2fs "$(stat -f -c %T /sys/fs/cgroup)"
-default_cases="shell runc ctr cri docker podman cdi rootless"
+default_cases="shell runc ctr cri docker podman cdi rootless checkpoint"
 # runc 1.3 keeps its GPU through a reload (the runc case shows 1.1.5's
 # loss); ctr, CDI and rootless Podman on today's engines run natively
 # (integration/current-engines.sh).
@@ -281,6 +293,69 @@ expect_userns_devices "userns, --systemd-cgroup, after daemon-reload and an unre
 "$gpurun" delete --force sdugpu
 wait_for sh -c "! systemctl is-active --quiet gpurun-sdugpu.scope"
 check "the user-namespace GPU container's scope is gone" inactive "$(systemctl is-active gpurun-sdugpu.scope 2>&1)"
+
+fi
+
+# --- GPU checkpoint and restore under the systemd driver ---
+if case_on checkpoint; then
+# A GPU container checkpointed and restored under the systemd driver: a
+# CUDA worker on the host whose libcuda has the driver's checkpoint API,
+# paused first (thawed for the driver through the unit, paused again),
+# then stopped by its checkpoint and restored into a scope of its own.
+# Its overlay rootfs on the guest's own /tmp (the shared checkout cannot
+# be an overlay's upper layer).
+# The checkpoint host too: the stand-in libcuda finds its own mapping in a
+# process by device and inode, which the shared filesystem does not keep.
+ck=$(mktemp -d /tmp/sd-ckpt.XXXXXX)
+cp -a "$work/glibc" "$ck/lower"
+cp -a "$work/fx/host-checkpoint" "$ck/host"
+sed "s#$work/fx/host-checkpoint#$ck/host#g" "$work/fx/host-checkpoint/flags" > "$ck/flags"
+if [ -d "$work/criu-root" ]; then
+  cp -a "$work/criu-root" "$ck/criu-root"
+  sed "s#$work/criu-root#$ck/criu-root#g" "$work/criu4" > "$ck/criu" && chmod 755 "$ck/criu"
+else
+  ln -s "$(readlink -f "$work/criu4")" "$ck/criu"
+fi
+mkdir -p "$ck/rootfs" "$ck/upper" "$ck/work" "$ck/log"
+mount -t overlay overlay -o "lowerdir=$ck/lower,upperdir=$ck/upper,workdir=$ck/work" "$ck/rootfs"
+jq --arg log "$ck/log" '.root.path = "rootfs" | .root.readonly = false
+  | .linux.cgroupsPath = "system.slice:gpurun:sdckpt"
+  | .mounts += [{"source": $log, "destination": "/log", "type": "bind", "options": ["rbind", "rw"]}]
+  | .process.env += ["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=utility,compute"]
+  | .process.args = ["cuda_worker", "8", "100", "/log/w"]' "$work/bb/config.json" > "$ck/config.json"
+# Each command bounded: a hang fails its check instead of the suite.
+sdg() {
+  timeout 180 "$gpurun" --systemd-cgroup --criu "$ck/criu" $(cat "$ck/flags") "$@"
+}
+sdg run -d --bundle "$ck" sdckpt </dev/null >/dev/null 2>&1
+ticks_reach 3 "$ck/log/w"
+check "--systemd-cgroup: the CUDA worker works" 0 "$?"
+sdg pause sdckpt
+sdg checkpoint --leave-running --image-path "$ck/img1" sdckpt
+check "--systemd-cgroup checkpoint --leave-running of a paused GPU container: exit 0" 0 "$?"
+check "it stays paused" paused "$(sdg state sdckpt | jq -r .status)"
+sdg resume sdckpt
+at=$(ticks "$ck/log/w")
+ticks_reach $((at + 3)) "$ck/log/w"
+check "resumed, the worker works on" 0 "$?"
+sdg checkpoint --image-path "$ck/img2" sdckpt
+check "--systemd-cgroup checkpoint of a GPU container: exit 0" 0 "$?"
+wait_for sh -c "! systemctl is-active --quiet gpurun-sdckpt.scope"
+check "its scope is gone with it" inactive "$(systemctl is-active gpurun-sdckpt.scope 2>&1)"
+at=$(ticks "$ck/log/w")
+sdg restore -d --image-path "$ck/img2" --bundle "$ck" sdckpt2
+check "--systemd-cgroup restore of a GPU container: exit 0" 0 "$?"
+ticks_reach $((at + 3)) "$ck/log/w"
+check "the restored worker works on" 0 "$?"
+check "its device memory kept the pattern, never restarted" yes "$(worker_ok "$ck/log/w")"
+check "the restored worker is in the scope" "0::/system.slice/gpurun-sdckpt.scope" \
+  "$(cat "/proc/$(sdg state sdckpt2 | jq .pid)/cgroup" 2>&1)"
+sdg delete --force sdckpt2
+check "delete of the restored GPU container: exit 0" 0 "$?"
+wait_for sh -c "! systemctl is-active --quiet gpurun-sdckpt.scope"
+check "the restored GPU container's scope is gone" inactive "$(systemctl is-active gpurun-sdckpt.scope 2>&1)"
+umount "$ck/rootfs"
+rm -rf "$ck"
 fi
 
 # --- runc 1.1.5 beside it: the GPU as a CDI spec gives it (node and allow rule) ---

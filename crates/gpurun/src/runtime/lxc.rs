@@ -154,6 +154,49 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
     if !req.wants_gpu() {
         return Ok(0);
     }
+    let rootfs = lxc_rootfs()?;
+    logging::start_steps();
+    let privileged = privilege::is_host_root();
+    let Some(plan) = plan_for(ctx, req, &rootfs, privileged)? else {
+        return Ok(0);
+    };
+    let scratch = detached_tmpfs().context("make a private tmpfs for the hook's files")?;
+    let scratch_dir = PathBuf::from(format!("/proc/self/fd/{}", scratch.as_raw_fd()));
+    let existing = mounts_under(&rootfs)?;
+    let mut spec = spec_of_existing(&existing, privileged)?;
+    // Bound even for a privileged container: its /dev may be the image's.
+    let applied = apply::apply_delivering(
+        &mut spec,
+        &plan,
+        &rootfs,
+        &scratch_dir.join("shared"),
+        apply::NodeDelivery::Bind,
+        &mut |_, _| {},
+    )?;
+    mount_all(&spec, &existing, &rootfs)?;
+    tracing::debug!(
+        target: "gpurun::steps",
+        "{} {} device nodes bound, {} {} driver files, {} linker cache with {} entries, {} private overlays",
+        LxcStep::DeviceNodes.number(),
+        applied.device_nodes,
+        LxcStep::DriverFiles.number(),
+        applied.file_mounts,
+        LxcStep::LinkerCache.number(),
+        applied.ldcache_entries,
+        applied.overlays
+    );
+    // Device access: a privileged container's devices cgroup allows only
+    // what its config lists. LXC writes it after this hook, so the rules
+    // are left for the start-host hook. An unprivileged container has no
+    // device rules of its own (the host's node permissions apply).
+    if privileged {
+        write_device_rules(ctx, &spec)?;
+    }
+    Ok(0)
+}
+
+/// LXC's mounted root filesystem, from its hook environment.
+fn lxc_rootfs() -> Result<PathBuf> {
     let rootfs = PathBuf::from(
         std::env::var_os("LXC_ROOTFS_MOUNT")
             .context("LXC_ROOTFS_MOUNT is not set: lxc-hook must run as LXC's mount hook")?,
@@ -164,8 +207,17 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
             rootfs.display()
         );
     }
-    logging::start_steps();
-    let privileged = privilege::is_host_root();
+    Ok(rootfs)
+}
+
+/// The plan for the request, from the hook's own driver locations; `None`
+/// where the container gets no GPU after all.
+fn plan_for(
+    ctx: &Ctx,
+    req: request::Request,
+    rootfs: &Path,
+    privileged: bool,
+) -> Result<Option<gpurun_gpu::plan::Plan>> {
     // An unprivileged container's root cannot trust (or write) the host
     // root's driver cache; its inventory is made afresh.
     let cache = if privileged {
@@ -185,9 +237,9 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
         &|_| None,
     )?;
     // No Slurm job either: SLURM_* would come from that same environment.
-    let (_, planned) = flow::resolve(|| Ok(roots), req, None, Some(&rootfs), cache.as_deref())?;
+    let (_, planned) = flow::resolve(|| Ok(roots), req, None, Some(rootfs), cache.as_deref())?;
     let Some((_, plan)) = planned else {
-        return Ok(0);
+        return Ok(None);
     };
     tracing::debug!(
         target: "gpurun::steps",
@@ -197,10 +249,13 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
         plan.gpus.iter().map(|g| g.index).collect::<Vec<_>>(),
         plan.driver_version
     );
+    Ok(Some(plan))
+}
 
-    let scratch = detached_tmpfs().context("make a private tmpfs for the hook's files")?;
-    let scratch_dir = PathBuf::from(format!("/proc/self/fd/{}", scratch.as_raw_fd()));
-    let existing = mounts_under(&rootfs)?;
+/// A spec that holds LXC's mounts as already made, so the plan's mounts
+/// are placed among them (and a user namespace where unprivileged, for the
+/// overlay options it needs).
+fn spec_of_existing(existing: &[PathBuf], privileged: bool) -> Result<Spec> {
     let mut spec = Spec::default();
     spec.set_mounts(Some(
         existing
@@ -214,22 +269,17 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
             .collect::<Result<Vec<Mount>, _>>()?,
     ));
     if !privileged {
-        // Only for the overlay options a user namespace needs.
         let linux = spec.linux_mut().get_or_insert_with(Default::default);
         linux.set_namespaces(Some(vec![LinuxNamespaceBuilder::default()
             .typ(LinuxNamespaceType::User)
             .build()?]));
     }
-    // Bound even for a privileged container: its /dev may be the image's.
-    let applied = apply::apply_delivering(
-        &mut spec,
-        &plan,
-        &rootfs,
-        &scratch_dir.join("shared"),
-        apply::NodeDelivery::Bind,
-        &mut |_, _| {},
-    )?;
+    Ok(spec)
+}
 
+/// Makes the plan's mounts in the container's root. An overlay would hide
+/// a mount LXC made inside it: refused.
+fn mount_all(spec: &Spec, existing: &[PathBuf], rootfs: &Path) -> Result<()> {
     let mounts: Vec<&Mount> = spec
         .mounts()
         .iter()
@@ -253,7 +303,7 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
     }
     let mounter = libcontainer::rootfs::Mount::new();
     let options = MountOptions {
-        root: &rootfs,
+        root: rootfs,
         label: None,
         cgroup_ns: false,
     };
@@ -262,43 +312,29 @@ fn mount_hook(ctx: &Ctx) -> Result<i32> {
             .setup_mount(m, &options)
             .with_context(|| format!("mount {} in the container", m.destination().display()))?;
     }
-    tracing::debug!(
-        target: "gpurun::steps",
-        "{} {} device nodes bound, {} {} driver files, {} linker cache with {} entries, {} private overlays",
-        LxcStep::DeviceNodes.number(),
-        applied.device_nodes,
-        LxcStep::DriverFiles.number(),
-        applied.file_mounts,
-        LxcStep::LinkerCache.number(),
-        applied.ldcache_entries,
-        applied.overlays
-    );
+    Ok(())
+}
 
-    // Device access: a privileged container's devices cgroup allows only
-    // what its config lists. LXC writes it after this hook, so the rules
-    // are left for the start-host hook. An unprivileged container has no
-    // device rules of its own (the host's node permissions apply).
-    if privileged {
-        let rules: String = spec
-            .linux()
-            .as_ref()
-            .and_then(|l| l.resources().as_ref())
-            .and_then(|r| r.devices().as_ref())
-            .into_iter()
-            .flatten()
-            .filter(|d| d.allow() && d.typ() == Some(LinuxDeviceType::C))
-            .filter_map(|d| Some(format!("c {}:{} rwm\n", d.major()?, d.minor()?)))
-            .collect();
-        let file = device_rules_file(ctx)?;
-        if let Some(dir) = file.parent() {
-            fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
-        }
-        let tmp = file.with_extension("new");
-        fs::write(&tmp, &rules)
-            .and_then(|()| fs::rename(&tmp, &file))
-            .with_context(|| format!("write {}", file.display()))?;
+/// The plan's character-device allow rules, for the start-host hook.
+fn write_device_rules(ctx: &Ctx, spec: &Spec) -> Result<()> {
+    let rules: String = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.devices().as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|d| d.allow() && d.typ() == Some(LinuxDeviceType::C))
+        .filter_map(|d| Some(format!("c {}:{} rwm\n", d.major()?, d.minor()?)))
+        .collect();
+    let file = device_rules_file(ctx)?;
+    if let Some(dir) = file.parent() {
+        fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
-    Ok(0)
+    let tmp = file.with_extension("new");
+    fs::write(&tmp, &rules)
+        .and_then(|()| fs::rename(&tmp, &file))
+        .with_context(|| format!("write {}", file.display()))
 }
 
 /// A tmpfs of this process alone, attached nowhere: what is bound from it

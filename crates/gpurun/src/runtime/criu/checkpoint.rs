@@ -42,11 +42,7 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
         .as_ref()
         .unwrap_or(&args.criu.image_path);
     if args.pre_dump {
-        let freezer = if containers::has_cgroup(&container) {
-            freezer_dir(&containers::cgroup_path(&container)?)
-        } else {
-            None
-        };
+        let freezer = freezer_of(pid);
         return pre_dump(
             ctx,
             &args,
@@ -59,10 +55,8 @@ pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
     }
     set_mounts_and_namespaces(&mut client, &spec, pid, &args.criu.image_path)?;
     record_descriptors(pid, &args.criu.image_path)?;
-    if containers::has_cgroup(&container) {
-        if let Some(freezer) = freezer_dir(&containers::cgroup_path(&container)?) {
-            client.set_freeze_cgroup(freezer.to_string_lossy().into_owned());
-        }
+    if let Some(freezer) = freezer_of(pid) {
+        client.set_freeze_cgroup(freezer.to_string_lossy().into_owned());
     }
     set_options(&mut client, &args)?;
     client.set_pid(pid);
@@ -393,13 +387,24 @@ fn namespace_path(spec: &Spec, typ: LinuxNamespaceType) -> Option<std::path::Pat
         .clone()
 }
 
-/// The container's freezer: the v1 freezer hierarchy, else its v2 cgroup.
-fn freezer_dir(cgroup: &std::path::Path) -> Option<std::path::PathBuf> {
-    let relative = cgroup.strip_prefix("/").unwrap_or(cgroup);
-    [
-        std::path::Path::new("/sys/fs/cgroup/freezer").join(relative),
-        std::path::Path::new("/sys/fs/cgroup").join(relative),
-    ]
-    .into_iter()
-    .find(|d| d.join("cgroup.procs").exists())
+/// The freezer of the container whose init is `pid`: its v1 freezer
+/// cgroup, else its v2 cgroup, as /proc/PID/cgroup names them. (The
+/// systemd driver's cgroups path, `slice:prefix:name`, is no directory: a
+/// paused container whose freezer CRIU was not told of could not run
+/// CRIU's parasite, and the dump hung.)
+fn freezer_of(pid: i32) -> Option<std::path::PathBuf> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path_of = |wanted: &dyn Fn(&str) -> bool| {
+        text.lines().find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            wanted(controllers).then(|| path.trim_start_matches('/').to_owned())
+        })
+    };
+    let v1 = path_of(&|c| c.split(',').any(|c| c == "freezer"))
+        .map(|p| std::path::Path::new("/sys/fs/cgroup/freezer").join(p));
+    let v2 = path_of(&|c| c.is_empty()).map(|p| std::path::Path::new("/sys/fs/cgroup").join(p));
+    v1.into_iter()
+        .chain(v2)
+        .find(|d| d.join("cgroup.procs").exists())
 }

@@ -270,7 +270,11 @@ fn run_criu(
 }
 
 /// CRIU wants its root to be a mount point: the rootfs bound in a mount
-/// namespace of our own, gone with this process.
+/// namespace of our own, gone with this process. Its mounts are the
+/// host's slaves, not private: where the host's mounts are shared (a
+/// systemd host), the container's binds were slaves of theirs, and CRIU
+/// copies that sharing from the binds' sources, which a private mount has
+/// none of ("Failed to copy sharing from source").
 fn bind_root(spec: &Spec, bundle: &Path, state_dir: &Path) -> Result<PathBuf> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
         .context("a private mount namespace for the restore")?;
@@ -278,10 +282,10 @@ fn bind_root(spec: &Spec, bundle: &Path, state_dir: &Path) -> Result<PathBuf> {
         None::<&str>,
         "/",
         None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
         None::<&str>,
     )
-    .context("make the restore's mounts private")?;
+    .context("make the restore's mounts slaves of the host's")?;
     let rootfs = prepare::rootfs_of(spec, bundle)?;
     let criu_root = state_dir.join("criu-root");
     fs::create_dir(&criu_root)?;

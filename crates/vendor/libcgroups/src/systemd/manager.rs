@@ -572,7 +572,14 @@ impl CgroupManager for Manager {
     fn remove(&self) -> Result<(), Self::Error> {
         tracing::debug!("remove {}", self.unit_name);
         if self.client.transient_unit_exists(&self.unit_name) {
-            self.client.stop_transient_unit(&self.unit_name)?;
+            // gpurun patch: a scope whose last process just exited goes
+            // between the check and the stop ("not loaded"); gone is what
+            // remove asks for.
+            if let Err(err) = self.client.stop_transient_unit(&self.unit_name) {
+                if self.client.transient_unit_exists(&self.unit_name) {
+                    return Err(err.into());
+                }
+            }
         }
 
         Ok(())
