@@ -90,7 +90,7 @@ round() {
   rest=$(ms_since "$t")
   at=$(grep -c '^tick' "$log")
   wait_ticks "$log" $((at + 1))
-  g delete --force "r-$kind-$n" >/dev/null 2>&1
+  g delete --force "r-$kind-$n" >/dev/null 2>"$work/delete.err" || { cat "$work/delete.err" >&2; exit 1; }
   size=$(du -sm "$work/img-$kind-$n" | cut -f1)
   rm -rf "$work/img-$kind-$n"
   python3 - "$kind" "$ckpt" "$rest" "$size" "$work/ckpt.err" "$work/rest.err" <<'PY'

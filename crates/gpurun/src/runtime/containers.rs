@@ -423,6 +423,32 @@ pub fn wait_gone(container: &Container) {
     }
 }
 
+/// `delete --force` of a live container: its processes killed, and waited
+/// for, before libcontainer removes the cgroup (whose brief retries a
+/// process with much memory to free outlasts: seen with a restored CUDA
+/// worker holding 512 MiB). Without a cgroup, killing init (and its pid
+/// namespace) is how a rootless container is stopped; libcontainer's kill
+/// of "all" finds no process to signal there.
+fn stop_for_delete(container: &mut Container) {
+    use libcgroups::common::CgroupManager;
+    let kill = libcontainer::signal::Signal::try_from("KILL").expect("valid");
+    if !has_cgroup(container) {
+        let _ = container.kill(kill, false);
+        wait_gone(container);
+        return;
+    }
+    let _ = container.kill(kill, true);
+    let Ok(manager) = cgroup_manager(container) else {
+        return;
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while manager.get_all_pids().is_ok_and(|pids| !pids.is_empty())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// The container's root filesystem, absolute, as its create resolved it
 /// (runc's state carries it as `rootfs`).
 pub fn rootfs(container: &Container) -> Option<PathBuf> {
@@ -467,17 +493,10 @@ pub fn cgroup_manager(container: &Container) -> Result<libcgroups::common::AnyCg
 /// while empty: Slurm's own (holding the step's tasks) and those of
 /// another container in the step refuse rmdir and stay.
 pub fn delete(container: &mut Container, force: bool) -> Result<(), LibcontainerError> {
-    if force && !has_cgroup(container) {
-        // Without a cgroup, killing init (and its pid namespace) is how a
-        // rootless container is stopped; libcontainer's kill of "all" finds
-        // no process to signal there (nor once its state is gone).
+    if force {
         let _ = container.refresh_status();
         if container.status() != libcontainer::container::ContainerStatus::Stopped {
-            let _ = container.kill(
-                libcontainer::signal::Signal::try_from("KILL").expect("valid"),
-                false,
-            );
-            wait_gone(container);
+            stop_for_delete(container);
         }
     }
     let cgroup = container.spec().ok().map(|config| config.cgroup_path);
