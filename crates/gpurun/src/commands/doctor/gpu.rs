@@ -3,7 +3,9 @@
 use std::fs;
 use std::os::unix::fs::FileTypeExt;
 
-use gpurun_gpu::{flow, inventory, request, Source};
+use gpurun_gpu::inventory::Inventory;
+use gpurun_gpu::plan::Plan;
+use gpurun_gpu::{flow, inventory, request, Roots, Source};
 
 use super::{Level, Report};
 use crate::runtime::idmap::UserIds;
@@ -15,14 +17,16 @@ use crate::runtime::{context::Ctx, driver_paths};
 /// Inside a Slurm job, the job's allocation bounds it as it bounds a
 /// container.
 pub(super) fn check_gpu(r: &mut Report, ctx: &Ctx, user: &UserIds) -> Option<bool> {
-    match driver_paths::resolve(&ctx.settings).and_then(|roots| {
+    let planned = driver_paths::resolve(&ctx.settings).and_then(|roots| {
         let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
         let job = flow::SlurmJob::from_env(false)?;
         match flow::resolve(|| Ok(roots.clone()), request, job.as_ref(), None, None)? {
             (_, Some((inv, plan))) => Ok((roots, inv, plan)),
             (_, None) => anyhow::bail!("the Slurm job has no GPUs"),
         }
-    }) {
+    });
+    let (roots, inv, plan) = match planned {
+        Ok(planned) => planned,
         Err(e) => {
             r.line(
                 Level::Fail,
@@ -30,122 +34,142 @@ pub(super) fn check_gpu(r: &mut Report, ctx: &Ctx, user: &UserIds) -> Option<boo
                 "NVIDIA driver",
                 format!("a GPU container would fail: {e:#}"),
             );
-            None
+            return None;
         }
-        Ok((roots, inv, plan)) => {
+    };
+    report_driver_files(r, &roots, &inv, &plan);
+    let answers = report_kernel_driver(r, &roots);
+    report_device_nodes(r, &roots, &plan, user);
+    Some(answers)
+}
+
+/// The driver found, and the files a GPU container most needs.
+fn report_driver_files(r: &mut Report, roots: &Roots, inv: &Inventory, plan: &Plan) {
+    r.line(
+        Level::Ok,
+        true,
+        "NVIDIA driver",
+        format!(
+            "{} ({} kernel module) under {}: {} GPU(s), {} driver files for utility,compute",
+            inv.driver_version,
+            inv.kernel_module.as_deref().unwrap_or("no"),
+            roots.driver_root.display(),
+            inv.gpus.len(),
+            plan.mounts.len()
+        ),
+    );
+    for note in &inv.notes {
+        r.line(Level::Info, true, "driver files", note);
+    }
+    let has = |name: &str| {
+        plan.mounts
+            .iter()
+            .any(|m| m.destination.file_name().is_some_and(|f| f == name))
+    };
+    for (file, what) in [
+        ("nvidia-smi", "nvidia-smi (an ELF program)"),
+        ("libnvidia-ml.so.1", "libnvidia-ml.so.1"),
+        ("libcuda.so.1", "libcuda.so.1"),
+    ] {
+        if !has(file) {
             r.line(
-                Level::Ok,
+                Level::Warn,
                 true,
-                "NVIDIA driver",
+                "driver files",
                 format!(
-                    "{} ({} kernel module) under {}: {} GPU(s), {} driver files for utility,compute",
-                    inv.driver_version,
-                    inv.kernel_module.as_deref().unwrap_or("no"),
-                    roots.driver_root.display(),
-                    inv.gpus.len(),
-                    plan.mounts.len()
+                    "no {what} found under {}: GPU containers will not have it; set --driver-root to where the driver is",
+                    roots.driver_root.display()
                 ),
             );
-            for note in &inv.notes {
-                r.line(Level::Info, true, "driver files", note);
-            }
-            let has = |name: &str| {
-                plan.mounts
-                    .iter()
-                    .any(|m| m.destination.file_name().is_some_and(|f| f == name))
-            };
-            for (file, what) in [
-                ("nvidia-smi", "nvidia-smi (an ELF program)"),
-                ("libnvidia-ml.so.1", "libnvidia-ml.so.1"),
-                ("libcuda.so.1", "libcuda.so.1"),
-            ] {
-                if !has(file) {
-                    r.line(
-                        Level::Warn,
-                        true,
-                        "driver files",
-                        format!(
-                            "no {what} found under {}: GPU containers will not have it; set --driver-root to where the driver is",
-                            roots.driver_root.display()
-                        ),
-                    );
-                }
-            }
-            // NVML, loaded in a child that cannot change the host, says
-            // whether a kernel driver answers.
-            let answers =
-                inventory::discover(&roots, Source::Auto).is_ok_and(|i| i.source == "nvml");
-            let kernel = roots.proc_root.join("driver/nvidia/version");
-            if answers {
-                r.line(
-                    Level::Ok,
-                    true,
-                    "kernel driver",
-                    "loaded and answering (NVML)",
-                );
-            } else if kernel.is_file() {
-                r.line(
-                    Level::Info,
-                    true,
-                    "kernel driver",
-                    format!("{} exists, but NVML does not initialise: nvidia-smi in a container will exit 9", kernel.display()),
-                );
-            } else {
-                r.line(
-                    Level::Info,
-                    true,
-                    "kernel driver",
-                    format!("not loaded (no {}): containers get the driver files, and nvidia-smi exits 9", kernel.display()),
-                );
-            }
-            if plan.device_nodes.is_empty() {
-                r.line(
-                    Level::Fail,
-                    true,
-                    "device nodes",
-                    format!("no /dev/nvidia* under {}: load the driver (nvidia-modprobe) or set --dev-root", roots.dev_root.display()),
-                );
-            } else {
-                let blocked: Vec<String> = plan
-                    .device_nodes
-                    .iter()
-                    .filter(|n| {
-                        let is_char = fs::metadata(&n.host_path)
-                            .is_ok_and(|m| m.file_type().is_char_device());
-                        !is_char
-                            || nix::unistd::access(
-                                &n.host_path,
-                                nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
-                            )
-                            .is_err()
-                    })
-                    .map(|n| n.host_path.display().to_string())
-                    .collect();
-                if blocked.is_empty() {
-                    r.line(
-                        Level::Ok,
-                        true,
-                        "device nodes",
-                        format!(
-                            "{} nodes, read-write for uid {}",
-                            plan.device_nodes.len(),
-                            user.uid
-                        ),
-                    );
-                } else {
-                    r.line(
-                        Level::Fail,
-                        true,
-                        "device nodes",
-                        format!(
-                            "uid {} cannot open {}: make them mode 0666 (NVreg_DeviceFileMode=0666) or add the user to their group",
-                            user.uid,
-                            blocked.join(", ")
-                        ),
-                    );
-                }
-            }
-            Some(answers)
         }
+    }
+}
+
+/// Whether a kernel driver answers: NVML, loaded in a child that cannot
+/// change the host, says so.
+fn report_kernel_driver(r: &mut Report, roots: &Roots) -> bool {
+    let answers = inventory::discover(roots, Source::Auto).is_ok_and(|i| i.source == "nvml");
+    let kernel = roots.proc_root.join("driver/nvidia/version");
+    if answers {
+        r.line(
+            Level::Ok,
+            true,
+            "kernel driver",
+            "loaded and answering (NVML)",
+        );
+    } else if kernel.is_file() {
+        r.line(
+            Level::Info,
+            true,
+            "kernel driver",
+            format!(
+                "{} exists, but NVML does not initialise: nvidia-smi in a container will exit 9",
+                kernel.display()
+            ),
+        );
+    } else {
+        r.line(
+            Level::Info,
+            true,
+            "kernel driver",
+            format!(
+                "not loaded (no {}): containers get the driver files, and nvidia-smi exits 9",
+                kernel.display()
+            ),
+        );
+    }
+    answers
+}
+
+/// The GPU device nodes, and whether this user can open them.
+fn report_device_nodes(r: &mut Report, roots: &Roots, plan: &Plan, user: &UserIds) {
+    if plan.device_nodes.is_empty() {
+        r.line(
+            Level::Fail,
+            true,
+            "device nodes",
+            format!(
+                "no /dev/nvidia* under {}: load the driver (nvidia-modprobe) or set --dev-root",
+                roots.dev_root.display()
+            ),
+        );
+        return;
+    }
+    let blocked: Vec<String> = plan
+        .device_nodes
+        .iter()
+        .filter(|n| {
+            let is_char = fs::metadata(&n.host_path).is_ok_and(|m| m.file_type().is_char_device());
+            !is_char
+                || nix::unistd::access(
+                    &n.host_path,
+                    nix::unistd::AccessFlags::R_OK | nix::unistd::AccessFlags::W_OK,
+                )
+                .is_err()
+        })
+        .map(|n| n.host_path.display().to_string())
+        .collect();
+    if blocked.is_empty() {
+        r.line(
+            Level::Ok,
+            true,
+            "device nodes",
+            format!(
+                "{} nodes, read-write for uid {}",
+                plan.device_nodes.len(),
+                user.uid
+            ),
+        );
+    } else {
+        r.line(
+            Level::Fail,
+            true,
+            "device nodes",
+            format!(
+                "uid {} cannot open {}: make them mode 0666 (NVreg_DeviceFileMode=0666) or add the user to their group",
+                user.uid,
+                blocked.join(", ")
+            ),
+        );
     }
 }
