@@ -1,7 +1,7 @@
 use crate::cli::ExecArgs;
 use anyhow::{Context, Result};
 use libcontainer::container::builder::ContainerBuilder;
-use libcontainer::container::ContainerStatus;
+use libcontainer::container::{Container, ContainerStatus};
 use libcontainer::syscall::syscall::SyscallType;
 use nix::sys::wait::{waitpid, WaitStatus};
 
@@ -22,34 +22,7 @@ fn exec_in(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
     // container down between the process joining its cgroup and its start.
     let lock = containers::lock_for_exec(&ctx.root, id);
     let container = containers::load(&ctx.root, id)?;
-    let paused = container.status() == ContainerStatus::Paused;
-    if paused && !args.ignore_paused {
-        anyhow::bail!(
-            "cannot exec in a paused container: {id:?} is paused; resume it, or exec with --ignore-paused (the process then waits until it is resumed)"
-        );
-    }
-    // runc refuses only stopped and paused containers: a created one,
-    // whose init waits for start, takes an exec too.
-    let created = container.status() == ContainerStatus::Created;
-    if !(container.can_exec() || created || paused && args.ignore_paused) {
-        anyhow::bail!(
-            "cannot exec in a {} container: {id:?} must be created or running",
-            container.status().to_string().to_lowercase()
-        );
-    }
-    if let Some(pid_file) = &args.pid_file {
-        let parent = pid_file
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        if !parent.is_dir() {
-            anyhow::bail!(
-                "--pid-file {}: directory {} does not exist",
-                pid_file.display(),
-                parent.display()
-            );
-        }
-    }
+    refuse_unless_exec_can_run(&container, &args)?;
     let exec_cgroups = if args.cgroup.is_empty() {
         crate::runtime::cgroup_path::ExecCgroups::default()
     } else {
@@ -114,18 +87,58 @@ fn exec_in(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
         return Ok(0);
     }
     let relay = console.map(ConsoleSocket::relay).transpose()?;
-    let code = loop {
-        match waitpid(pid, None) {
-            Ok(WaitStatus::Exited(_, code)) => break code,
-            Ok(WaitStatus::Signaled(_, signal, _)) => break 128 + signal as i32,
-            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e).context("wait for the exec'd process"),
-        }
-    };
+    let code = wait_for_exit(pid)?;
     if let Some(relay) = relay {
         relay.finish();
     }
     Ok(code)
+}
+
+/// runc's refusals, before anything is made: a paused container without
+/// --ignore-paused, a stopped one, and a --pid-file in no directory.
+fn refuse_unless_exec_can_run(container: &Container, args: &ExecArgs) -> Result<()> {
+    let id = &args.container_id;
+    let paused = container.status() == ContainerStatus::Paused;
+    if paused && !args.ignore_paused {
+        anyhow::bail!(
+            "cannot exec in a paused container: {id:?} is paused; resume it, or exec with --ignore-paused (the process then waits until it is resumed)"
+        );
+    }
+    // runc refuses only stopped and paused containers: a created one,
+    // whose init waits for start, takes an exec too.
+    let created = container.status() == ContainerStatus::Created;
+    if !(container.can_exec() || created || paused && args.ignore_paused) {
+        anyhow::bail!(
+            "cannot exec in a {} container: {id:?} must be created or running",
+            container.status().to_string().to_lowercase()
+        );
+    }
+    if let Some(pid_file) = &args.pid_file {
+        let parent = pid_file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        if !parent.is_dir() {
+            anyhow::bail!(
+                "--pid-file {}: directory {} does not exist",
+                pid_file.display(),
+                parent.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The exec'd process's exit code, as a shell gives it (128 + signal).
+fn wait_for_exit(pid: nix::unistd::Pid) -> Result<i32> {
+    loop {
+        match waitpid(pid, None) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(code),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(128 + signal as i32),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e).context("wait for the exec'd process"),
+        }
+    }
 }
 
 /// An exec's process.json, read once and kept in a memfd that libcontainer
