@@ -174,22 +174,7 @@ impl Unpacker {
             };
             let shown = comps.join("/");
             if name == ".wh..wh..opq" {
-                // Opaque: the lower layers' children of this directory go.
-                let dir = self.open_dir(parents, true, &shown)?;
-                let prefix = parents.join("/");
-                for child in fs::read_dir(at(&dir, ""))? {
-                    let child = child?.file_name();
-                    let child = child.to_string_lossy();
-                    let rel = if prefix.is_empty() {
-                        child.to_string()
-                    } else {
-                        format!("{prefix}/{child}")
-                    };
-                    if !this_layer.contains(&rel) {
-                        remove_any(&at(&dir, &child))?;
-                    }
-                }
-                self.stats.whiteouts += 1;
+                self.apply_opaque(parents, &shown, &this_layer)?;
                 continue;
             }
             if let Some(hidden) = name.strip_prefix(".wh.") {
@@ -201,104 +186,172 @@ impl Unpacker {
                 self.stats.whiteouts += 1;
                 continue;
             }
-
             let dir = self.open_dir(parents, true, &shown)?;
             let leaf = at(&dir, name);
-            let header = entry.header().clone();
-            let mode = header.mode().unwrap_or(0o644) & 0o7777;
-            let (uid, gid) = (header.uid().unwrap_or(0), header.gid().unwrap_or(0));
-            let kind = header.entry_type();
-            let existing = fs::symlink_metadata(&leaf).ok();
-            if kind.is_dir() {
-                if !existing.as_ref().is_some_and(|m| m.is_dir()) {
-                    if existing.is_some() {
-                        remove_any(&leaf)?;
-                    }
-                    fs::DirBuilder::new()
-                        .mode(0o755)
-                        .create(&leaf)
-                        .with_context(|| format!("entry {shown:?}: mkdir"))?;
-                    self.stats.dirs += 1;
-                }
-                self.chown(&leaf, uid, gid);
-                self.dir_modes.insert(shown.clone(), mode);
-            } else {
-                if existing.is_some() {
-                    remove_any(&leaf)?;
-                }
-                match kind {
-                    tar::EntryType::Regular
-                    | tar::EntryType::Continuous
-                    | tar::EntryType::GNUSparse => {
-                        let mut file = fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .mode(0o600)
-                            .custom_flags(libc::O_NOFOLLOW)
-                            .open(&leaf)
-                            .with_context(|| format!("entry {shown:?}: create"))?;
-                        io::copy(&mut entry, &mut file)
-                            .with_context(|| format!("entry {shown:?}: write"))?;
-                        if let Ok(mtime) = header.mtime() {
-                            let _ = file.set_modified(
-                                std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime),
-                            );
-                        }
-                        self.chown(&leaf, uid, gid);
-                        // After chown, which clears set-id bits.
-                        file.set_permissions(fs::Permissions::from_mode(mode))?;
-                        self.stats.files += 1;
-                    }
-                    tar::EntryType::Symlink => {
-                        let target = entry
-                            .link_name()?
-                            .with_context(|| format!("symlink {shown:?} has no target"))?;
-                        // The target is data: it is only ever resolved inside
-                        // the container, or beneath the root here.
-                        std::os::unix::fs::symlink(&target, &leaf)
-                            .with_context(|| format!("entry {shown:?}: symlink"))?;
-                        self.chown(&leaf, uid, gid);
-                        self.stats.symlinks += 1;
-                    }
-                    tar::EntryType::Link => {
-                        let target = entry
-                            .link_name()?
-                            .with_context(|| format!("hard link {shown:?} has no target"))?;
-                        let tcomps = entry_components(&target)?;
-                        let Some((tname, tparents)) = tcomps.split_last() else {
-                            bail!("hard link {shown:?} has an empty target");
-                        };
-                        let tdir = self.open_dir(tparents, false, &tcomps.join("/"))?;
-                        fs::hard_link(at(&tdir, tname), &leaf).with_context(|| {
-                            format!(
-                                "hard link {shown:?} to {:?}: the target must be an earlier entry",
-                                tcomps.join("/")
-                            )
-                        })?;
-                        self.stats.hardlinks += 1;
-                    }
-                    tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
-                        let kind_bits = match kind {
-                            tar::EntryType::Char => libc::S_IFCHR,
-                            tar::EntryType::Block => libc::S_IFBLK,
-                            _ => libc::S_IFIFO,
-                        };
-                        let dev = libc::makedev(
-                            header.device_major()?.unwrap_or(0),
-                            header.device_minor()?.unwrap_or(0),
-                        );
-                        let c = CString::new(leaf.as_os_str().as_bytes())?;
-                        // SAFETY: a valid C string; mknod creates the leaf only.
-                        if unsafe { libc::mknod(c.as_ptr(), kind_bits | mode, dev) } == 0 {
-                            self.chown(&leaf, uid, gid);
-                        } else {
-                            self.stats.skipped_devices += 1;
-                        }
-                    }
-                    _ => continue, // pax headers and the like carry no file
-                }
+            if self.write_entry(&mut entry, &leaf, &shown)? {
+                this_layer.insert(shown);
             }
-            this_layer.insert(shown);
+        }
+        Ok(())
+    }
+
+    /// An opaque whiteout: the lower layers' children of this directory
+    /// go (what this layer already put there stays).
+    fn apply_opaque(
+        &mut self,
+        parents: &[String],
+        shown: &str,
+        this_layer: &HashSet<String>,
+    ) -> Result<()> {
+        let dir = self.open_dir(parents, true, shown)?;
+        let prefix = parents.join("/");
+        for child in fs::read_dir(at(&dir, ""))? {
+            let child = child?.file_name();
+            let child = child.to_string_lossy();
+            let rel = if prefix.is_empty() {
+                child.to_string()
+            } else {
+                format!("{prefix}/{child}")
+            };
+            if !this_layer.contains(&rel) {
+                remove_any(&at(&dir, &child))?;
+            }
+        }
+        self.stats.whiteouts += 1;
+        Ok(())
+    }
+
+    /// One entry at `leaf` (in a directory opened beneath the root),
+    /// replacing what a lower layer had there. False for entries that
+    /// carry no file (pax headers and the like).
+    fn write_entry<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<R>,
+        leaf: &Path,
+        shown: &str,
+    ) -> Result<bool> {
+        let header = entry.header().clone();
+        let mode = header.mode().unwrap_or(0o644) & 0o7777;
+        let (uid, gid) = (header.uid().unwrap_or(0), header.gid().unwrap_or(0));
+        let kind = header.entry_type();
+        let existing = fs::symlink_metadata(leaf).ok();
+        if kind.is_dir() {
+            if !existing.as_ref().is_some_and(|m| m.is_dir()) {
+                if existing.is_some() {
+                    remove_any(leaf)?;
+                }
+                fs::DirBuilder::new()
+                    .mode(0o755)
+                    .create(leaf)
+                    .with_context(|| format!("entry {shown:?}: mkdir"))?;
+                self.stats.dirs += 1;
+            }
+            self.chown(leaf, uid, gid);
+            self.dir_modes.insert(shown.to_owned(), mode);
+            return Ok(true);
+        }
+        if existing.is_some() {
+            remove_any(leaf)?;
+        }
+        match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
+                self.write_file(entry, &header, leaf, shown, (uid, gid, mode))?
+            }
+            tar::EntryType::Symlink => {
+                let target = entry
+                    .link_name()?
+                    .with_context(|| format!("symlink {shown:?} has no target"))?;
+                // The target is data: it is only ever resolved inside
+                // the container, or beneath the root here.
+                std::os::unix::fs::symlink(&target, leaf)
+                    .with_context(|| format!("entry {shown:?}: symlink"))?;
+                self.chown(leaf, uid, gid);
+                self.stats.symlinks += 1;
+            }
+            tar::EntryType::Link => self.write_hard_link(entry, leaf, shown)?,
+            tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
+                self.write_node(&header, leaf, (uid, gid, mode))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn write_file<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<R>,
+        header: &tar::Header,
+        leaf: &Path,
+        shown: &str,
+        (uid, gid, mode): (u64, u64, u32),
+    ) -> Result<()> {
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(leaf)
+            .with_context(|| format!("entry {shown:?}: create"))?;
+        io::copy(entry, &mut file).with_context(|| format!("entry {shown:?}: write"))?;
+        if let Ok(mtime) = header.mtime() {
+            let _ =
+                file.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime));
+        }
+        self.chown(leaf, uid, gid);
+        // After chown, which clears set-id bits.
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        self.stats.files += 1;
+        Ok(())
+    }
+
+    /// A hard link, to an earlier entry resolved beneath the root.
+    fn write_hard_link<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<R>,
+        leaf: &Path,
+        shown: &str,
+    ) -> Result<()> {
+        let target = entry
+            .link_name()?
+            .with_context(|| format!("hard link {shown:?} has no target"))?;
+        let tcomps = entry_components(&target)?;
+        let Some((tname, tparents)) = tcomps.split_last() else {
+            bail!("hard link {shown:?} has an empty target");
+        };
+        let tdir = self.open_dir(tparents, false, &tcomps.join("/"))?;
+        fs::hard_link(at(&tdir, tname), leaf).with_context(|| {
+            format!(
+                "hard link {shown:?} to {:?}: the target must be an earlier entry",
+                tcomps.join("/")
+            )
+        })?;
+        self.stats.hardlinks += 1;
+        Ok(())
+    }
+
+    /// A device node or FIFO; one mknod refuses (no CAP_MKNOD, a user
+    /// namespace) is counted and skipped.
+    fn write_node(
+        &mut self,
+        header: &tar::Header,
+        leaf: &Path,
+        (uid, gid, mode): (u64, u64, u32),
+    ) -> Result<()> {
+        let kind_bits = match header.entry_type() {
+            tar::EntryType::Char => libc::S_IFCHR,
+            tar::EntryType::Block => libc::S_IFBLK,
+            _ => libc::S_IFIFO,
+        };
+        let dev = libc::makedev(
+            header.device_major()?.unwrap_or(0),
+            header.device_minor()?.unwrap_or(0),
+        );
+        let c = CString::new(leaf.as_os_str().as_bytes())?;
+        // SAFETY: a valid C string; mknod creates the leaf only.
+        if unsafe { libc::mknod(c.as_ptr(), kind_bits | mode, dev) } == 0 {
+            self.chown(leaf, uid, gid);
+        } else {
+            self.stats.skipped_devices += 1;
         }
         Ok(())
     }
