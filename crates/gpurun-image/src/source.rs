@@ -221,133 +221,148 @@ fn blob_path(digest: &str) -> Result<String> {
 /// picks one by its `org.opencontainers.image.ref.name`.
 pub fn resolve(store: &Store, tag: Option<&str>) -> Result<Image> {
     if store.exists("index.json") {
-        let mut index: Index = store.read_json("index.json")?;
-        let names: Vec<String> = {
-            let mut names: Vec<String> = index
-                .manifests
-                .iter()
-                .filter_map(|d| d.ref_name().map(str::to_owned))
-                .collect();
-            names.sort();
-            names.dedup();
-            names
-        };
-        match tag {
-            Some(tag) => {
-                index.manifests.retain(|d| d.ref_name() == Some(tag));
-                if index.manifests.is_empty() {
-                    bail!(
-                        "the layout has no image tagged {tag:?}; it has {}",
-                        if names.is_empty() {
-                            "no tags".to_owned()
-                        } else {
-                            names.join(", ")
-                        }
-                    );
-                }
-            }
-            None if names.len() > 1 => bail!(
-                "the layout holds {} images ({}): pick one with oci://DIR:TAG",
-                names.len(),
-                names.join(", ")
-            ),
-            None => {}
-        }
-        // Follow nested indexes (multi-platform images) to one manifest.
-        for _ in 0..4 {
-            let pick = index
-                .manifests
-                .iter()
-                .find(|d| {
-                    d.platform
-                        .as_ref()
-                        .is_none_or(|p| p.os == "linux" && p.architecture == host_arch())
-                })
-                .with_context(|| format!("the image has no manifest for linux/{}", host_arch()))?;
-            let path = blob_path(&pick.digest)?;
-            if pick.media_type.contains("index") || pick.media_type.contains("manifest.list") {
-                index = serde_json::from_value(store.read_verified_json(&path, &pick.digest)?)?;
-                continue;
-            }
-            let manifest: Manifest =
-                serde_json::from_value(store.read_verified_json(&path, &pick.digest)?)
-                    .context("the image manifest has no config or layers")?;
-            let config = store.read_verified_json(
-                &blob_path(&manifest.config.digest)?,
-                &manifest.config.digest,
-            )?;
-            let layers = manifest
-                .layers
-                .iter()
-                .map(|d| {
-                    Ok(Layer {
-                        path: blob_path(&d.digest)?,
-                        digest: d.digest.clone(),
-                        digest_of: DigestOf::Blob,
-                        size: d.size,
-                    })
-                })
-                .collect::<Result<_>>()?;
-            return Ok(Image {
-                format: if matches!(store, Store::Dir(_)) {
-                    "OCI layout"
-                } else {
-                    "OCI archive"
-                },
-                config,
-                layers,
-            });
-        }
-        bail!("index.json nests image indexes too deeply");
+        return resolve_oci(store, tag);
     }
     if store.exists("manifest.json") {
-        let entries: Vec<DockerEntry> = store.read_json("manifest.json")?;
-        let entry = entries
-            .first()
-            .context("manifest.json lists no image: is this a docker save archive?")?;
-        // The config's file name is its digest: "<hex>.json" or a blob path.
-        let config_hex = Path::new(&entry.config)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .map(|n| n.trim_end_matches(".json").to_owned())
-            .unwrap_or_default();
-        let config = store.read_verified_json(&entry.config, &format!("sha256:{config_hex}"))?;
-        let diff_ids: Vec<String> = config["rootfs"]["diff_ids"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|d| d.as_str().map(str::to_owned))
-                    .collect()
+        return resolve_docker_save(store);
+    }
+    bail!("not an image: it has no index.json (OCI layout or archive) and no manifest.json (docker save archive)")
+}
+
+/// An OCI layout or archive: the tagged manifest (or the only one), through
+/// nested indexes (multi-platform images) to this host's platform.
+fn resolve_oci(store: &Store, tag: Option<&str>) -> Result<Image> {
+    let mut index: Index = store.read_json("index.json")?;
+    pick_tag(&mut index, tag)?;
+    for _ in 0..4 {
+        let pick = index
+            .manifests
+            .iter()
+            .find(|d| {
+                d.platform
+                    .as_ref()
+                    .is_none_or(|p| p.os == "linux" && p.architecture == host_arch())
             })
-            .unwrap_or_default();
-        if diff_ids.len() != entry.layers.len() {
-            bail!(
-                "the image config lists {} layer digests for {} layers: the archive is corrupt",
-                diff_ids.len(),
-                entry.layers.len()
-            );
+            .with_context(|| format!("the image has no manifest for linux/{}", host_arch()))?;
+        let path = blob_path(&pick.digest)?;
+        if pick.media_type.contains("index") || pick.media_type.contains("manifest.list") {
+            index = serde_json::from_value(store.read_verified_json(&path, &pick.digest)?)?;
+            continue;
         }
-        let layers = entry
+        let manifest: Manifest =
+            serde_json::from_value(store.read_verified_json(&path, &pick.digest)?)
+                .context("the image manifest has no config or layers")?;
+        let config = store.read_verified_json(
+            &blob_path(&manifest.config.digest)?,
+            &manifest.config.digest,
+        )?;
+        let layers = manifest
             .layers
             .iter()
-            .zip(diff_ids)
-            .map(|(path, digest)| {
-                check_digest(&digest)?;
+            .map(|d| {
                 Ok(Layer {
-                    path: path.clone(),
-                    digest,
-                    digest_of: DigestOf::Uncompressed,
-                    size: None,
+                    path: blob_path(&d.digest)?,
+                    digest: d.digest.clone(),
+                    digest_of: DigestOf::Blob,
+                    size: d.size,
                 })
             })
             .collect::<Result<_>>()?;
         return Ok(Image {
-            format: "docker save archive",
+            format: if matches!(store, Store::Dir(_)) {
+                "OCI layout"
+            } else {
+                "OCI archive"
+            },
             config,
             layers,
         });
     }
-    bail!("not an image: it has no index.json (OCI layout or archive) and no manifest.json (docker save archive)")
+    bail!("index.json nests image indexes too deeply");
+}
+
+/// Keeps the index's manifests tagged `tag`; without one, the layout must
+/// hold a single image.
+fn pick_tag(index: &mut Index, tag: Option<&str>) -> Result<()> {
+    let mut names: Vec<String> = index
+        .manifests
+        .iter()
+        .filter_map(|d| d.ref_name().map(str::to_owned))
+        .collect();
+    names.sort();
+    names.dedup();
+    match tag {
+        Some(tag) => {
+            index.manifests.retain(|d| d.ref_name() == Some(tag));
+            if index.manifests.is_empty() {
+                bail!(
+                    "the layout has no image tagged {tag:?}; it has {}",
+                    if names.is_empty() {
+                        "no tags".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                );
+            }
+        }
+        None if names.len() > 1 => bail!(
+            "the layout holds {} images ({}): pick one with oci://DIR:TAG",
+            names.len(),
+            names.join(", ")
+        ),
+        None => {}
+    }
+    Ok(())
+}
+
+/// A `docker save` archive: its first image, each layer checked against
+/// the config's diff_ids.
+fn resolve_docker_save(store: &Store) -> Result<Image> {
+    let entries: Vec<DockerEntry> = store.read_json("manifest.json")?;
+    let entry = entries
+        .first()
+        .context("manifest.json lists no image: is this a docker save archive?")?;
+    // The config's file name is its digest: "<hex>.json" or a blob path.
+    let config_hex = Path::new(&entry.config)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(|n| n.trim_end_matches(".json").to_owned())
+        .unwrap_or_default();
+    let config = store.read_verified_json(&entry.config, &format!("sha256:{config_hex}"))?;
+    let diff_ids: Vec<String> = config["rootfs"]["diff_ids"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|d| d.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if diff_ids.len() != entry.layers.len() {
+        bail!(
+            "the image config lists {} layer digests for {} layers: the archive is corrupt",
+            diff_ids.len(),
+            entry.layers.len()
+        );
+    }
+    let layers = entry
+        .layers
+        .iter()
+        .zip(diff_ids)
+        .map(|(path, digest)| {
+            check_digest(&digest)?;
+            Ok(Layer {
+                path: path.clone(),
+                digest,
+                digest_of: DigestOf::Uncompressed,
+                size: None,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Image {
+        format: "docker save archive",
+        config,
+        layers,
+    })
 }
 
 /// Counts bytes and hashes them as they pass.
