@@ -130,19 +130,7 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
     };
     let binary_str = binary.to_str().context("the binary's path is not UTF-8")?;
     let name = &args.runtime_name;
-    if name.is_empty()
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        bail!("--runtime-name {name:?}: use letters, digits, '-' and '_'");
-    }
-    if args.multi_tenant && args.engine != Engine::Containerd {
-        bail!(
-            "--multi-tenant is for containerd (a Kubernetes node): leave it out for {:?}",
-            args.engine
-        );
-    }
+    check_flags(&args)?;
     let path = args
         .config
         .clone()
@@ -191,15 +179,43 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
                 .unwrap_or_default()
         ),
     }
+    next_steps(&args, &binary)?;
+    Ok(0)
+}
+
+/// The flags every engine checks: a runtime name an engine's config can
+/// hold, and --multi-tenant for containerd only.
+fn check_flags(args: &SetupArgs) -> Result<()> {
+    let name = &args.runtime_name;
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        bail!("--runtime-name {name:?}: use letters, digits, '-' and '_'");
+    }
+    if args.multi_tenant && args.engine != Engine::Containerd {
+        bail!(
+            "--multi-tenant is for containerd (a Kubernetes node): leave it out for {:?}",
+            args.engine
+        );
+    }
+    Ok(())
+}
+
+/// What the engine needs beside its config (Docker's hook link, the
+/// multi-tenant config, Slurm's state directory), and what to do next.
+fn next_steps(args: &SetupArgs, binary: &Path) -> Result<()> {
+    let name = &args.runtime_name;
     match args.engine {
         Engine::Docker => {
-            let dir = docker::hook_dir(args.hook_dir.as_deref(), &binary)?;
-            install_hook_link(&dir, &binary, args.dry_run)?;
+            let dir = docker::hook_dir(args.hook_dir.as_deref(), binary)?;
+            install_hook_link(&dir, binary, args.dry_run)?;
             println!("restart dockerd to load it; then: docker run --runtime={name} --gpus all IMAGE nvidia-smi");
         }
         Engine::Containerd => {
             if args.multi_tenant {
-                write_multi_tenant(&args)?;
+                write_multi_tenant(args)?;
             }
             println!(
                 "restart containerd to load it. For Kubernetes, this RuntimeClass selects it:"
@@ -218,7 +234,7 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
             println!("slurmd reads it for each step; then: srun --container=BUNDLE --gres=gpu:1 nvidia-smi");
         }
     }
-    Ok(0)
+    Ok(())
 }
 
 /// `setup ENGINE --undo`: the newest backup setup made of `path` goes back
