@@ -7,24 +7,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use gpurun_tests::*;
 use serde_json::json;
-
-fn criu() -> &'static str {
-    static CRIU: OnceLock<String> = OnceLock::new();
-    CRIU.get_or_init(|| {
-        let out = run_cmd(
-            Command::new("sh").arg(repo().join("scripts/criu.sh")),
-            Duration::from_secs(300),
-        );
-        out.ok();
-        out.stdout.trim().to_owned()
-    })
-}
 
 /// A container whose shell counts in a variable and writes it to
 /// /tmp/count ten times a second (by rename, so a reader never sees the
@@ -67,18 +54,18 @@ fn wait_for_count(bundle: &Bundle, at_least: u32) {
 /// `run -d` with stdio on /dev/null: CRIU, as under runc, cannot dump a
 /// container whose stdio is a file outside its mount namespace.
 fn start(rt: &Runtime, bundle: &Bundle, id: &str) {
-    start_with(rt.command(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), id]));
+    start_detached(rt.command(["run", "-d", "--bundle", bundle.dir.to_str().unwrap(), id]));
 }
 
 fn checkpoint(rt: &Runtime, image_path: &Path, flags: &[&str], id: &str) -> Ran {
-    let mut args = vec!["--criu", criu(), "checkpoint"];
+    let mut args = vec!["--criu", criu(false), "checkpoint"];
     args.extend(flags);
     args.extend(["--image-path", image_path.to_str().unwrap(), id]);
     rt.run(args)
 }
 
 fn restore(rt: &Runtime, image_path: &Path, bundle: &str, flags: &[&str], id: &str) -> Ran {
-    let mut args = vec!["--criu", criu(), "restore"];
+    let mut args = vec!["--criu", criu(false), "restore"];
     args.extend(flags);
     args.extend([
         "--image-path",
@@ -88,17 +75,6 @@ fn restore(rt: &Runtime, image_path: &Path, bundle: &str, flags: &[&str], id: &s
         id,
     ]);
     rt.run(args)
-}
-
-fn start_with(mut cmd: Command) {
-    use std::process::Stdio;
-    let status = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "run -d failed");
 }
 
 #[test]
@@ -349,7 +325,7 @@ fn pre_dump_then_a_checkpoint_on_top_of_it() {
     );
     assert_eq!(rt.state(&id)["status"], "running");
 
-    let tracks = Command::new(criu())
+    let tracks = Command::new(criu(false))
         .args(["check", "--feature", "mem_dirty_track"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -11,8 +11,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::process::Command;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -20,21 +19,6 @@ use gpurun_tests::*;
 use serde_json::json;
 
 const GPU0: &str = "GPU-5a1e0000-0000-4000-8000-00000000fa4e";
-
-/// CRIU 4 or later, as GPU containers need (scripts/criu.sh --gpu).
-fn criu() -> &'static str {
-    static CRIU: OnceLock<String> = OnceLock::new();
-    CRIU.get_or_init(|| {
-        let out = run_cmd(
-            Command::new("sh")
-                .arg(repo().join("scripts/criu.sh"))
-                .arg("--gpu"),
-            Duration::from_secs(300),
-        );
-        out.ok();
-        out.stdout.trim().to_owned()
-    })
-}
 
 /// A glibc bundle on an overlay rootfs with the worker, its logs in
 /// `logs` (bound at /log), running `args` with GPU `gpu`.
@@ -142,10 +126,9 @@ impl CudaBundle {
 
 /// gpurun on the checkpoint host, its calls to the driver logged.
 fn gpurun(rt: &Runtime, calls: &Path, env: &[(&str, &str)], args: &[&str]) -> Ran {
-    let host = GpuFixtures::get().dir.join("host-checkpoint");
-    let flags = fs::read_to_string(host.join("flags")).unwrap();
-    let mut all: Vec<&str> = flags.split_whitespace().collect();
-    all.extend(["--criu", criu()]);
+    let flags = GpuFixtures::get().checkpoint_host_flags();
+    let mut all: Vec<&str> = flags.iter().map(String::as_str).collect();
+    all.extend(["--criu", criu(true)]);
     all.extend(args);
     let mut cmd = rt.command(all);
     cmd.env("FAKE_CUDA_LOG", calls);
@@ -155,21 +138,11 @@ fn gpurun(rt: &Runtime, calls: &Path, env: &[(&str, &str)], args: &[&str]) -> Ra
     run_cmd(&mut cmd, Duration::from_secs(60))
 }
 
-/// `run -d` with stdio on /dev/null: CRIU cannot dump a container whose
-/// stdio is a file outside its mount namespace.
+/// `run -d` of `bundle` on the checkpoint host, once it works.
 fn start(rt: &Runtime, bundle: &CudaBundle, id: &str) {
-    let host = GpuFixtures::get().dir.join("host-checkpoint");
-    let flags = fs::read_to_string(host.join("flags")).unwrap();
-    let mut args: Vec<&str> = flags.split_whitespace().collect();
-    args.extend(["run", "-d", "--bundle", bundle.dir(), id]);
-    let status = rt
-        .command(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "run -d failed");
+    let mut args = GpuFixtures::get().checkpoint_host_flags();
+    args.extend(["run", "-d", "--bundle", bundle.dir(), id].map(String::from));
+    start_detached(rt.command(args));
     bundle.wait_for_ticks("a", 2);
 }
 
@@ -441,7 +414,7 @@ fn refused_in_one_line_and_left_running() {
     real_535.extend(
         [
             "--criu",
-            criu(),
+            criu(true),
             "checkpoint",
             "--image-path",
             image_path,
@@ -464,12 +437,7 @@ fn refused_in_one_line_and_left_running() {
         Duration::from_secs(10),
     );
     if system_criu.stdout.contains("Version: 3.") {
-        let host = GpuFixtures::get().dir.join("host-checkpoint/flags");
-        let mut args: Vec<String> = fs::read_to_string(host)
-            .unwrap()
-            .split_whitespace()
-            .map(String::from)
-            .collect();
+        let mut args = GpuFixtures::get().checkpoint_host_flags();
         args.extend(
             [
                 "--criu",
@@ -512,20 +480,13 @@ fn refused_in_one_line_and_left_running() {
     let plain = Bundle::glibc(None);
     plain.set_process(&["sleep", "1000"], &["NVIDIA_VISIBLE_DEVICES=0"]);
     let id = unique("plain");
-    let status = rt
-        .command(GpuFixtures::get().args(&[
-            "run",
-            "-d",
-            "--bundle",
-            plain.dir.to_str().unwrap(),
-            &id,
-        ]))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    start_detached(rt.command(GpuFixtures::get().args(&[
+        "run",
+        "-d",
+        "--bundle",
+        plain.dir.to_str().unwrap(),
+        &id,
+    ])));
     let out = gpurun(
         &rt,
         &calls,

@@ -37,6 +37,14 @@ impl GpuFixtures {
         ]
     }
 
+    /// The flags of the fake host whose libcuda has the driver's checkpoint
+    /// API (gpu-fixtures.sh's `host-checkpoint`: the stand-in
+    /// tests/fixtures/fake_cuda.c).
+    pub fn checkpoint_host_flags(&self) -> Vec<String> {
+        let flags = fs::read_to_string(self.dir.join("host-checkpoint/flags")).unwrap();
+        flags.split_whitespace().map(str::to_owned).collect()
+    }
+
     /// gpurun's arguments: the fake-host flags, then `args`.
     pub fn args(&self, args: &[&str]) -> Vec<String> {
         let mut all = self.flags();

@@ -2,12 +2,14 @@
 //! `gpurun` binary from the outside, as an engine or a person would.
 
 mod bundle;
+mod criu;
 mod gpu;
 mod host;
 mod runtime;
 mod user;
 
 pub use bundle::*;
+pub use criu::*;
 pub use gpu::*;
 pub use host::*;
 pub use runtime::*;

@@ -13,10 +13,8 @@ use crate::inventory::Inventory;
 /// The file in a checkpoint's image directory.
 pub const RECORD: &str = "gpurun-gpu.json";
 
-/// The NVIDIA character devices' major; GPUs are minors 0-253 (254 is
-/// nvidia-modeset, 255 nvidiactl).
+/// The NVIDIA character devices' major (GPUs, nvidiactl, nvidia-modeset).
 const NVIDIA_MAJOR: i64 = 195;
-const LAST_GPU_MINOR: i64 = 253;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -38,27 +36,9 @@ pub struct RecordedGpu {
     pub minor: u32,
 }
 
-/// The minors of the GPUs a container's spec gives it: its device nodes
-/// (a root container) or the nodes bound in (a user namespace).
-pub fn gpu_minors(spec: &Spec) -> Vec<u32> {
-    let nodes = spec
-        .linux()
-        .as_ref()
-        .and_then(|l| l.devices().as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|d| d.major() == NVIDIA_MAJOR && d.minor() <= LAST_GPU_MINOR)
-        .map(|d| d.minor() as u32);
-    let binds = spec.mounts().iter().flatten().filter_map(|m| {
-        let name = m.destination().strip_prefix("/dev").ok()?.to_str()?;
-        let minor: u32 = name.strip_prefix("nvidia")?.parse().ok()?;
-        (i64::from(minor) <= LAST_GPU_MINOR).then_some(minor)
-    });
-    let mut minors: Vec<u32> = nodes.chain(binds).collect();
-    minors.sort_unstable();
-    minors.dedup();
-    minors
-}
+/// The minors of the GPUs a container's spec gives it (its device nodes,
+/// or the host nodes bound in), as the CDI hooks read them.
+pub use crate::cdi_hooks::gpu_minors;
 
 /// Whether a spec gives its container any NVIDIA device (a GPU or only
 /// the control nodes): such a container may hold driver state.
@@ -68,12 +48,17 @@ pub fn has_nvidia_devices(spec: &Spec) -> bool {
         .as_ref()
         .and_then(|l| l.devices().as_ref())
         .is_some_and(|d| d.iter().any(|d| d.major() == NVIDIA_MAJOR));
-    nodes
-        || spec.mounts().iter().flatten().any(|m| {
-            m.destination()
-                .strip_prefix("/dev")
-                .is_ok_and(|p| p.to_string_lossy().starts_with("nvidia"))
-        })
+    nodes || binds_nvidia_nodes(spec)
+}
+
+/// Whether the spec binds NVIDIA nodes from the host (`/dev/nvidia*`
+/// mounts: a container in a user namespace) rather than making them.
+pub fn binds_nvidia_nodes(spec: &Spec) -> bool {
+    spec.mounts().iter().flatten().any(|m| {
+        m.destination()
+            .strip_prefix("/dev")
+            .is_ok_and(|p| p.to_string_lossy().starts_with("nvidia"))
+    })
 }
 
 /// Why a GPU container cannot be checkpointed, where gpurun can tell
@@ -241,7 +226,8 @@ mod tests {
     fn minors_come_from_nodes_and_from_bound_nodes() {
         let spec: Spec = serde_json::from_value(serde_json::json!({
             "ociVersion": "1.0.2",
-            "mounts": [{"destination": "/dev/nvidia3", "source": "/dev/nvidia3", "type": "bind"},
+            // The bound node's minor is the source's own: /dev/null is 1:3.
+            "mounts": [{"destination": "/dev/nvidia3", "source": "/dev/null", "type": "bind"},
                        {"destination": "/dev/nvidiactl", "source": "/dev/nvidiactl", "type": "bind"}],
             "linux": {"devices": [
                 {"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1},

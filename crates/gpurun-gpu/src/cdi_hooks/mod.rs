@@ -52,7 +52,7 @@ mod view;
 pub use apply::{apply, Done};
 pub use in_place::run_in_place;
 pub use parse::{carries_nvidia_cdi_edits, in_container, nvidia_hook_args, parse, take, Link, Op};
-pub use plan::{plan, HookPlan, HostFacts};
+pub use plan::{gpu_minors, plan, HookPlan, HostFacts};
 use view::*;
 
 #[cfg(test)]

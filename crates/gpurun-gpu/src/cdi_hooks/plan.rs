@@ -44,7 +44,7 @@ impl HostFacts {
 
 /// The GPU device minors (`/dev/nvidiaN`) the container is given, as device
 /// entries or bind mounts.
-pub(super) fn gpu_minors(spec: &Spec) -> Vec<u32> {
+pub fn gpu_minors(spec: &Spec) -> Vec<u32> {
     let is_gpu_node = |p: &Path| {
         p.to_str()
             .and_then(|s| s.strip_prefix("/dev/nvidia"))

@@ -283,6 +283,17 @@ pub fn remove_orphaned_default(id: &str) -> usize {
     killed
 }
 
+/// The path `/proc/PID/cgroup` (its `text`) gives for the first hierarchy
+/// whose controller field `wanted` accepts: `cpu,cpuacct`, `name=systemd`,
+/// or empty for the unified hierarchy.
+pub fn in_proc_cgroup(text: &str, wanted: impl Fn(&str) -> bool) -> Option<&str> {
+    text.lines().find_map(|line| {
+        let mut fields = line.splitn(3, ':');
+        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+        wanted(controllers).then_some(path)
+    })
+}
+
 /// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy.
 pub fn is_unified() -> bool {
     fs::read_to_string("/proc/self/mounts")
@@ -377,6 +388,22 @@ pub fn remove_empty_slurm_parents(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_cgroup_lines_are_found_by_their_controllers() {
+        let text = "12:freezer:/gpurun/a\n5:cpu,cpuacct:/gpurun/a\n1:name=systemd:/user.slice\n0::/init.scope\n";
+        assert_eq!(in_proc_cgroup(text, |c| c == "freezer"), Some("/gpurun/a"));
+        assert_eq!(
+            in_proc_cgroup(text, |c| c.split(',').any(|c| c == "cpu")),
+            Some("/gpurun/a")
+        );
+        assert_eq!(
+            in_proc_cgroup(text, |c| c == "name=systemd"),
+            Some("/user.slice")
+        );
+        assert_eq!(in_proc_cgroup(text, str::is_empty), Some("/init.scope"));
+        assert_eq!(in_proc_cgroup(text, |c| c == "devices"), None);
+    }
 
     #[test]
     fn exec_cgroup_flags_as_runc_reads_them() {

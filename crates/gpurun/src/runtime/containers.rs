@@ -430,7 +430,6 @@ pub fn wait_gone(container: &Container) {
 /// namespace) is how a rootless container is stopped; libcontainer's kill
 /// of "all" finds no process to signal there.
 fn stop_for_delete(container: &mut Container) {
-    use libcgroups::common::CgroupManager;
     let kill = libcontainer::signal::Signal::try_from("KILL").expect("valid");
     if !has_cgroup(container) {
         let _ = container.kill(kill, false);
@@ -438,9 +437,15 @@ fn stop_for_delete(container: &mut Container) {
         return;
     }
     let _ = container.kill(kill, true);
-    let Ok(manager) = cgroup_manager(container) else {
-        return;
-    };
+    if let Ok(manager) = cgroup_manager(container) {
+        wait_empty(&manager);
+    }
+}
+
+/// Waits, up to 10 s, until no process is left in the cgroup: killed
+/// processes with much memory to free take a while to go.
+pub fn wait_empty(manager: &libcgroups::common::AnyCgroupManager) {
+    use libcgroups::common::CgroupManager;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while manager.get_all_pids().is_ok_and(|pids| !pids.is_empty())
         && std::time::Instant::now() < deadline

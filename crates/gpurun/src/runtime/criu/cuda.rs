@@ -129,6 +129,22 @@ fn result_name(result: c_int) -> &'static str {
     }
 }
 
+/// The driver's function `name`, of type `T`; one a driver lacks is
+/// refused with the message `missing` makes of its name.
+///
+/// # Safety
+/// `T` must be the function's C type.
+unsafe fn symbol<T: Copy>(
+    library: &Library,
+    name: &str,
+    missing: &dyn Fn(&str) -> String,
+) -> Result<T> {
+    // libloading adds the terminating NUL.
+    Ok(*library
+        .get::<T>(name.as_bytes())
+        .with_context(|| missing(name))?)
+}
+
 /// The host's libcuda.so.1, as the inventory found it.
 fn libcuda(inventory: &Inventory) -> Result<PathBuf> {
     inventory
@@ -164,35 +180,22 @@ impl Driver {
                 path.display()
             )
         };
-        // SAFETY: each symbol is looked up with the driver API's C type.
-        let (init, get_version, driver) = unsafe {
-            let init = *library
-                .get::<unsafe extern "C" fn(u32) -> c_int>(b"cuInit\0")
-                .with_context(|| missing("cuInit"))?;
-            let get_version = *library
-                .get::<unsafe extern "C" fn(*mut c_int) -> c_int>(b"cuDriverGetVersion\0")
-                .with_context(|| missing("cuDriverGetVersion"))?;
-            let driver = Driver {
-                get_state: *library
-                    .get(b"cuCheckpointProcessGetState\0")
-                    .with_context(|| missing("cuCheckpointProcessGetState"))?,
-                lock: *library
-                    .get(b"cuCheckpointProcessLock\0")
-                    .with_context(|| missing("cuCheckpointProcessLock"))?,
-                checkpoint: *library
-                    .get(b"cuCheckpointProcessCheckpoint\0")
-                    .with_context(|| missing("cuCheckpointProcessCheckpoint"))?,
-                restore: *library
-                    .get(b"cuCheckpointProcessRestore\0")
-                    .with_context(|| missing("cuCheckpointProcessRestore"))?,
-                unlock: *library
-                    .get(b"cuCheckpointProcessUnlock\0")
-                    .with_context(|| missing("cuCheckpointProcessUnlock"))?,
-                api_version: 0,
-                version: version.clone(),
-                _library: library,
-            };
-            (init, get_version, driver)
+        // SAFETY: each symbol is looked up with the driver API's C type;
+        // the functions stay valid while `library` (kept in the Driver) is.
+        let (init, get_version, get_state, lock, checkpoint, restore, unlock) = unsafe {
+            (
+                symbol::<unsafe extern "C" fn(u32) -> c_int>(&library, "cuInit", &missing)?,
+                symbol::<unsafe extern "C" fn(*mut c_int) -> c_int>(
+                    &library,
+                    "cuDriverGetVersion",
+                    &missing,
+                )?,
+                symbol::<StateFn>(&library, "cuCheckpointProcessGetState", &missing)?,
+                symbol::<LockFn>(&library, "cuCheckpointProcessLock", &missing)?,
+                symbol::<ReservedFn>(&library, "cuCheckpointProcessCheckpoint", &missing)?,
+                symbol::<RestoreFn>(&library, "cuCheckpointProcessRestore", &missing)?,
+                symbol::<ReservedFn>(&library, "cuCheckpointProcessUnlock", &missing)?,
+            )
         };
         // SAFETY: cuInit and cuDriverGetVersion take a flag and an int.
         let result = unsafe { init(0) };
@@ -207,8 +210,14 @@ impl Driver {
         // SAFETY: as above.
         unsafe { get_version(&mut api_version) };
         Ok(Driver {
+            get_state,
+            lock,
+            checkpoint,
+            restore,
+            unlock,
             api_version,
-            ..driver
+            version: version.clone(),
+            _library: library,
         })
     }
 

@@ -155,7 +155,7 @@ pub fn check_restore(ctx: &Ctx, spec: &Spec, images: &Path) -> Result<Option<Gpu
                 record.gpus.iter().map(|g| g.uuid.as_str()).collect::<Vec<_>>().join(", ")
             );
         }
-        if !spec_makes_nodes(spec) {
+        if record::binds_nvidia_nodes(spec) {
             bail!(
                 "a container in a user namespace restores only onto the GPUs it had ({}): give it those GPUs",
                 record.gpus.iter().map(|g| g.uuid.as_str()).collect::<Vec<_>>().join(", ")
@@ -168,16 +168,6 @@ pub fn check_restore(ctx: &Ctx, spec: &Spec, images: &Path) -> Result<Option<Gpu
         pairs,
         gpus: gpu.gpus,
     }))
-}
-
-/// Whether the container's GPU nodes are made in its /dev (a root
-/// container) rather than bound from the host (a user namespace).
-fn spec_makes_nodes(spec: &Spec) -> bool {
-    !spec.mounts().iter().flatten().any(|m| {
-        m.destination()
-            .strip_prefix("/dev")
-            .is_ok_and(|p| p.to_string_lossy().starts_with("nvidia"))
-    })
 }
 
 impl GpuRestore {

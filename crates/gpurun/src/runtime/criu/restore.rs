@@ -22,7 +22,7 @@ use rust_criu::rust_criu_protobuf::rpc::Criu_notify;
 
 use super::{apply_criu_flags, gpu, RestoreOptions};
 use crate::runtime::prepare::{self, CreateOptions};
-use crate::runtime::{containers, context::Ctx, criu, foreground};
+use crate::runtime::{cgroup_path, containers, context::Ctx, criu, foreground};
 
 /// What the post-restore notification needs; CRIU's callback is a plain
 /// function, so it is handed over here.
@@ -169,12 +169,7 @@ fn give_gpus_back(
     for pid in &pids {
         let _ = nix::sys::signal::kill(Pid::from_raw(*pid), nix::sys::signal::SIGKILL);
     }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while manager.get_all_pids().is_ok_and(|p| !p.is_empty())
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    containers::wait_empty(manager);
     bail!("restore of {id:?} failed: {e:#}; the restored processes were stopped")
 }
 
@@ -438,14 +433,7 @@ fn cgroup_binds(images: &Path, cgroup_path: &Path) -> Result<Vec<(String, String
             fs::create_dir_all(&dir).with_context(|| format!("create cgroup {}", dir.display()))?;
             dir
         } else {
-            let mine = own
-                .lines()
-                .find_map(|l| {
-                    let mut f = l.splitn(3, ':');
-                    let (_, names, path) = (f.next()?, f.next()?, f.next()?);
-                    (names == name).then_some(path)
-                })
-                .unwrap_or("/");
+            let mine = cgroup_path::in_proc_cgroup(&own, |names| names == name).unwrap_or("/");
             host_point.join(mine.trim_start_matches('/'))
         };
         binds.push((
