@@ -68,10 +68,11 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
     ln -s "$criu4" "$work/criu4"
   fi
   GPURUN_IN_SYSTEMD_GUEST=1 GPURUN_SUITE_WORK="$work" \
-    sh scripts/vm.sh --systemd-root "$1" "$2" -- sh integration/systemd.sh "$gpurun"
+    sh scripts/vm.sh --systemd-root "$1" --timeout "${GPURUN_GUEST_TIMEOUT:-900}" "$2" \
+      -- sh integration/systemd.sh "$gpurun"
   }
-  # A guest that goes down before the suite ends (vm.sh: 125; under
-  # emulation, a kernel oops in text patching was seen) boots once more,
+  # A guest that goes down or hangs before the suite ends (vm.sh: 125;
+  # under emulation, a kernel oops in text patching was seen) boots once more,
   # on fresh fixtures, as host-matrix.sh does.
   rc=0
   boot "$3" "${2:-6.12}" || rc=$?

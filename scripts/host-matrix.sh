@@ -10,10 +10,13 @@
 #
 # Which test programs run on which kernel: tests/matrix.txt (KERNEL
 # PROGRAM NAMES VAR=VALUE...). GPURUN_MATRIX_SUITES="PROGRAM[=NAME,...] ..."
-# runs those on every KERNEL named instead. Each runs as root, under TCG.
+# runs those on every KERNEL named instead. Each runs as root, under TCG,
+# within GPURUN_MATRIX_TIMEOUT seconds (default 600: a guest whose kernel
+# hangs under emulation costs that, then boots once more, not CI's hour).
 set -eu
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || set -- 6.1 6.12
+limit=${GPURUN_MATRIX_TIMEOUT:-600}
 
 # The plan, a line per run: KERNEL PROGRAM NAMES [VAR=VALUE...].
 plan=$(mktemp)
@@ -66,17 +69,17 @@ while read -r kernel s names vars; do
   # fixtures built once per binary.
   status=0
   # shellcheck disable=SC2086
-  env $vars sh scripts/vm.sh "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null || status=$?
+  env $vars sh scripts/vm.sh --timeout "$limit" "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null || status=$?
   if [ "$status" = 125 ]; then
-    # The guest itself went down before the suite ended (vm.sh's 125,
-    # seen once under emulation with the suite passing on its rerun):
+    # The guest itself went down or hung before the suite ended (vm.sh's
+    # 125: a kernel oops under emulation, the suite passing on its rerun):
     # once more, said here with the guest's last kernel lines, so a
     # suite that brings its guest down every time still fails.
     echo "host-matrix: kernel $kernel, $s: the guest ended without a status; its last kernel lines, then a second run:"
     grep -a '^\[ *[0-9.]*\] ' "$log" | tail -15 | sed "s/^/  [$kernel $s] /"
     status=0
     # shellcheck disable=SC2086
-    env $vars sh scripts/vm.sh "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null || status=$?
+    env $vars sh scripts/vm.sh --timeout "$limit" "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null || status=$?
   fi
   if [ "$status" = 0 ]; then
     result=ok

@@ -244,6 +244,12 @@ mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup
 for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
   echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control || echo "vm: controller $c not enabled"
 done
+# A child with every controller for the guest's life: the static keys
+# behind them (cpuset's above all) stay on instead of being patched into
+# the kernel's text at each container's first and last cgroup: under
+# multi-threaded TCG, text patching has oopsed guests (invalid opcode in a
+# jump just patched).
+mkdir -p /sys/fs/cgroup/vm-keys
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
 mkdir -p "/lib/modules/$(uname -r)"
 mount --bind "$modules" "/lib/modules/$(uname -r)"

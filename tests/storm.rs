@@ -85,7 +85,8 @@ fn final_delete_leaves_nothing(rt: &Runtime, id: &str, context: &str) {
 }
 
 /// Storms on one id: 200 concurrent create, start, kill, exec and
-/// delete --force of the same container, 20 rounds, root and rootless.
+/// delete --force of the same container, 8 rounds (GPURUN_STORM_ROUNDS),
+/// root and rootless.
 /// After each round's final `delete --force` nothing of it may be left: no
 /// process, no state, no cgroup, no mount. (A create whose state directory
 /// a concurrent delete removed used to leave its init waiting forever,
@@ -94,7 +95,7 @@ fn final_delete_leaves_nothing(rt: &Runtime, id: &str, context: &str) {
 fn same_id_storms_leave_nothing() {
     require_root!();
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let rounds: usize = env_number("GPURUN_STORM_ROUNDS").unwrap_or(20);
+    let rounds: usize = env_number("GPURUN_STORM_ROUNDS").unwrap_or(8);
     for (rt, _bundle, b) in sleepers() {
         for round in 0..rounds {
             let id = unique("storm");
@@ -137,7 +138,8 @@ impl Lcg {
 }
 
 /// gpurun killed with SIGKILL at random points of create, start, exec and
-/// delete (60 points each, GPURUN_SIGKILL_POINTS; root and rootless):
+/// delete (20 points each, a new seed every run; GPURUN_SIGKILL_POINTS;
+/// root and rootless):
 /// afterwards `delete --force` must leave nothing, as after a storm. The
 /// points spread over the whole of each command, as long as it takes here
 /// uncut.
@@ -145,7 +147,7 @@ impl Lcg {
 fn sigkill_at_random_points_leaves_nothing() {
     require_root!();
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let points: usize = env_number("GPURUN_SIGKILL_POINTS").unwrap_or(60);
+    let points: usize = env_number("GPURUN_SIGKILL_POINTS").unwrap_or(20);
     let seed: u64 = env_number("GPURUN_SIGKILL_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -250,7 +252,7 @@ impl Drop for CpuHogs {
 fn execs_racing_a_delete_leave_nothing() {
     require_root!();
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
-    let rounds: usize = env_number("GPURUN_EXEC_STORM_ROUNDS").unwrap_or(12);
+    let rounds: usize = env_number("GPURUN_EXEC_STORM_ROUNDS").unwrap_or(6);
     let only: Option<String> = env_number("GPURUN_EXEC_STORM_WHO");
     let _hogs = CpuHogs::start();
     for (rt, _bundle, b) in sleepers() {
