@@ -35,7 +35,9 @@ for kernel in "$@"; do
 done > "$plan"
 [ -s "$plan" ] || { echo "host-matrix: nothing to run for kernel(s) $*" >&2; exit 2; }
 
-cargo build --locked -p gpurun -p fake-nvml
+# test.sh's own build (the same packages, so the same features): fresh
+# there, where another package set would rebuild every crate.
+cargo build --locked -p gpurun -p fake-nvml -p cri-client
 targets=$(awk '{printf " --test %s", $2}' "$plan")
 # The test executables, by program name, from cargo's own account of them.
 # shellcheck disable=SC2086
