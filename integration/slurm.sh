@@ -42,15 +42,9 @@ if [ -n "${2:-}" ] && [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
       sh scripts/vm.sh --systemd --timeout "${GPURUN_GUEST_TIMEOUT:-600}" "$2" \
       -- sh integration/slurm.sh "$gpurun"
   }
-  # A guest that goes down or hangs before the suite ends (vm.sh: 125, a
-  # kernel oops under emulation) boots once more, as host-matrix.sh does.
+  . integration/lib/common.sh
   rc=0
-  boot "$@" || rc=$?
-  if [ "$rc" = 125 ]; then
-    echo "slurm.sh: the guest went down before the suite ended; booting it once more" >&2
-    rc=0
-    boot "$@" || rc=$?
-  fi
+  boot_once_more slurm.sh boot "$@" || rc=$?
   exit "$rc"
 fi
 if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" = 1 ]; then

@@ -47,6 +47,7 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   # One boot, with fixtures of its own: under the checkout, which the guest
   # sees at the same path.
   boot() {
+  [ -z "${work:-}" ] || rm -rf "$work"
   work=$(mktemp -d "$PWD/target/systemd-suite.XXXXXX")
   chmod 755 "$work" # the rootless Podman user reads the fake driver there
   make_fixtures
@@ -71,17 +72,9 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
     sh scripts/vm.sh --systemd-root "$1" --timeout "${GPURUN_GUEST_TIMEOUT:-900}" "$2" \
       -- sh integration/systemd.sh "$gpurun"
   }
-  # A guest that goes down or hangs before the suite ends (vm.sh: 125;
-  # under emulation, a kernel oops in text patching was seen) boots once more,
-  # on fresh fixtures, as host-matrix.sh does.
+  # A guest that goes down or hangs boots once more, on fresh fixtures.
   rc=0
-  boot "$3" "${2:-6.12}" || rc=$?
-  if [ "$rc" = 125 ]; then
-    echo "systemd.sh: the guest went down before the suite ended; booting it once more" >&2
-    rm -rf "$work"
-    rc=0
-    boot "$3" "${2:-6.12}" || rc=$?
-  fi
+  boot_once_more systemd.sh boot "$3" "${2:-6.12}" || rc=$?
   exit "$rc"
 fi
 
