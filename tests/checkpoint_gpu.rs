@@ -22,10 +22,12 @@ const GPU0: &str = "GPU-5a1e0000-0000-4000-8000-00000000fa4e";
 
 /// A glibc bundle on an overlay rootfs with the worker, its logs in
 /// `logs` (bound at /log), running `args` with GPU `gpu`.
+/// Fields drop in order: the overlay is unmounted before the bundle's
+/// directory is removed.
 struct CudaBundle {
+    _overlay: Unmount,
     bundle: Bundle,
     logs: PathBuf,
-    _overlay: Unmount,
 }
 
 impl CudaBundle {

@@ -99,11 +99,20 @@ pub fn unique(prefix: &str) -> String {
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
+    /// A directory made now, never one left by an earlier process with
+    /// our PID (a test that leaked it would hand us its files).
     pub fn new(prefix: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(unique(&format!("gpurun-test-{prefix}")));
-        fs::create_dir_all(&dir).unwrap();
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
-        Scratch(dir)
+        loop {
+            let dir = std::env::temp_dir().join(unique(&format!("gpurun-test-{prefix}")));
+            match fs::create_dir(&dir) {
+                Ok(()) => {
+                    fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+                    return Scratch(dir);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => panic!("cannot make {}: {e}", dir.display()),
+            }
+        }
     }
     pub fn path(&self) -> &Path {
         &self.0
