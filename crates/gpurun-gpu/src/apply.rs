@@ -362,29 +362,50 @@ pub(crate) fn with_mount_points_and(
     shared: &Path,
     applied: &mut Applied,
 ) -> Result<(Vec<Mount>, mount_points::Provided)> {
+    let mut needed = needed_by_binds(&mounts);
+    needed.extend(extra);
+    let read_only_root = spec
+        .root()
+        .as_ref()
+        .and_then(|r| r.readonly())
+        .unwrap_or(false);
+    let provided = mount_points::provide(
+        rootfs,
+        &spec_mounts,
+        &needed,
+        read_only_root,
+        has_user_namespace(spec),
+        &shared.join("mountpoints"),
+    )?;
+    mounts.retain(|m| !provided.linked.contains(m.destination()));
+    applied.mount_points = provided.how;
+    applied.overlays = provided.overlays.len();
+    if !provided.in_image.is_empty() {
+        tracing::debug!(
+            "mount points made in the image (no overlay can hold them): {:?}",
+            provided.in_image
+        );
+    }
+    let mut all = spec_mounts;
+    let mut overlays = provided.overlays.clone();
+    overlays.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    for (at, overlay) in overlays {
+        all.insert(at, overlay);
+    }
+    all.extend(mounts);
+    Ok((all, provided))
+}
+
+/// What the injected bind mounts need in the image: a file or directory
+/// to mount over, or (for a second name of a file bound in the same
+/// directory) a link to the name the file keeps there.
+fn needed_by_binds(mounts: &[Mount]) -> Vec<mount_points::Needed> {
     let binds: Vec<&Mount> = mounts
         .iter()
         .filter(|m| m.typ().as_deref() == Some("bind"))
         .collect();
-    // The name each bound file keeps in each directory: its own file name
-    // where it is bound under it (`libcuda.so.535.104.05`), else the first.
-    let mut kept_name: Vec<(&Path, &Path, &std::ffi::OsStr)> = Vec::new();
-    for own_name_first in [true, false] {
-        for m in &binds {
-            let source = m.source().as_deref().unwrap_or(Path::new(""));
-            let dest = m.destination();
-            let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
-                continue;
-            };
-            let known = kept_name
-                .iter()
-                .any(|(s, p, _)| *s == source && *p == parent);
-            if !known && (!own_name_first || source.file_name() == Some(name)) {
-                kept_name.push((source, parent, name));
-            }
-        }
-    }
-    let mut needed: Vec<mount_points::Needed> = binds
+    let kept_name = kept_names(&binds);
+    binds
         .iter()
         .map(|m| {
             let source = m.source().as_deref().unwrap_or(Path::new(""));
@@ -406,39 +427,29 @@ pub(crate) fn with_mount_points_and(
                 entry,
             }
         })
-        .collect();
-    needed.extend(extra);
-    let read_only_root = spec
-        .root()
-        .as_ref()
-        .and_then(|r| r.readonly())
-        .unwrap_or(false);
-    let provided = mount_points::provide(
-        rootfs,
-        &spec_mounts,
-        &needed,
-        read_only_root,
-        has_user_namespace(spec),
-        &shared.join("mountpoints"),
-    )?;
-    drop(binds);
-    mounts.retain(|m| !provided.linked.contains(m.destination()));
-    applied.mount_points = provided.how;
-    applied.overlays = provided.overlays.len();
-    if !provided.in_image.is_empty() {
-        tracing::debug!(
-            "mount points made in the image (no overlay can hold them): {:?}",
-            provided.in_image
-        );
+        .collect()
+}
+
+/// The name each bound file keeps in each directory: its own file name
+/// where it is bound under it (`libcuda.so.535.104.05`), else the first.
+fn kept_names<'a>(binds: &[&'a Mount]) -> Vec<(&'a Path, &'a Path, &'a std::ffi::OsStr)> {
+    let mut kept_name: Vec<(&Path, &Path, &std::ffi::OsStr)> = Vec::new();
+    for own_name_first in [true, false] {
+        for m in binds {
+            let source = m.source().as_deref().unwrap_or(Path::new(""));
+            let dest = m.destination();
+            let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+                continue;
+            };
+            let known = kept_name
+                .iter()
+                .any(|(s, p, _)| *s == source && *p == parent);
+            if !known && (!own_name_first || source.file_name() == Some(name)) {
+                kept_name.push((source, parent, name));
+            }
+        }
     }
-    let mut all = spec_mounts;
-    let mut overlays = provided.overlays.clone();
-    overlays.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
-    for (at, overlay) in overlays {
-        all.insert(at, overlay);
-    }
-    all.extend(mounts);
-    Ok((all, provided))
+    kept_name
 }
 
 /// The bytes that identify the injected cache entries.

@@ -72,6 +72,46 @@ impl HookProgram {
 /// neither `/usr/lib/x86_64-linux-gnu` nor the driver's folder (RHEL's
 /// `/usr/lib64`) find the libraries through the linker cache.
 pub fn spec(inv: &Inventory, hooks: &HookProgram) -> Value {
+    let driver = driver_mounts(inv);
+    let mut env = Vec::new();
+    let mut spec_hooks = Vec::new();
+    if let Some(dir) = &driver.libcuda_dir {
+        env.push(format!("{}={dir}", crate::cdi_hooks::LIBCUDA_DIR_ENV));
+        spec_hooks.push(hooks.hook(&[
+            "create-symlinks".into(),
+            "--link".into(),
+            format!("libcuda.so.1::{dir}/libcuda.so"),
+        ]));
+        spec_hooks.push(hooks.hook(&[
+            "enable-cuda-compat".into(),
+            format!("--host-driver-version={}", inv.driver_version),
+        ]));
+    }
+    if !driver.folders.is_empty() {
+        let mut args = vec!["update-ldcache".to_owned()];
+        for f in &driver.folders {
+            args.push("--folder".into());
+            args.push(f.clone());
+        }
+        spec_hooks.push(hooks.hook(&args));
+    }
+    spec_hooks.push(hooks.hook(&["disable-device-node-modification".into()]));
+    env.push("NVIDIA_VISIBLE_DEVICES=void".into());
+    json!({
+        "cdiVersion": CDI_VERSION,
+        "kind": KIND,
+        "devices": gpu_devices(inv),
+        "containerEdits": {
+            "env": env,
+            "deviceNodes": inv.control_nodes.iter().filter(|n| n.path != "/dev/nvidia-modeset").map(node).collect::<Vec<_>>(),
+            "hooks": spec_hooks,
+            "mounts": driver.mounts,
+        }
+    })
+}
+
+/// One device per GPU index and UUID, plus "all".
+fn gpu_devices(inv: &Inventory) -> Vec<Value> {
     let mut devices = Vec::new();
     for gpu in &inv.gpus {
         let nodes: Vec<Value> = gpu.node.iter().map(node).collect();
@@ -86,82 +126,57 @@ pub fn spec(inv: &Inventory, hooks: &HookProgram) -> Value {
         .map(node)
         .collect();
     devices.push(json!({ "name": "all", "containerEdits": { "deviceNodes": all } }));
+    devices
+}
 
-    let mut mounts = Vec::new();
-    let mut folders: Vec<String> = Vec::new();
-    let mut libcuda_dir = None;
-    for cap in [Capability::Utility, Capability::Compute] {
-        for f in inv
-            .files
-            .get(&cap)
-            .into_iter()
-            .flatten()
-            .filter(|f| !f.compat32)
-        {
-            let name = f
-                .host_path
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            let in_root = Path::new("/").join(&f.path_in_root);
-            let target = match f.kind {
-                FileKind::Library => {
-                    let dir = in_root.parent().unwrap_or(Path::new("/"));
-                    let dir = dir.to_string_lossy().into_owned();
-                    if name.starts_with("libcuda.so.") {
-                        libcuda_dir = Some(dir.clone());
-                    }
-                    if !folders.contains(&dir) {
-                        folders.push(dir);
-                    }
-                    in_root
+/// The utility and compute files' mounts, the library folders in the
+/// order first met, and libcuda's folder.
+struct DriverMounts {
+    mounts: Vec<Value>,
+    folders: Vec<String>,
+    libcuda_dir: Option<String>,
+}
+
+fn driver_mounts(inv: &Inventory) -> DriverMounts {
+    let mut out = DriverMounts {
+        mounts: Vec::new(),
+        folders: Vec::new(),
+        libcuda_dir: None,
+    };
+    let files = [Capability::Utility, Capability::Compute]
+        .into_iter()
+        .flat_map(|cap| inv.files.get(&cap).into_iter().flatten())
+        .filter(|f| !f.compat32);
+    for f in files {
+        let name = f
+            .host_path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let in_root = Path::new("/").join(&f.path_in_root);
+        let target = match f.kind {
+            FileKind::Library => {
+                let dir = in_root.parent().unwrap_or(Path::new("/"));
+                let dir = dir.to_string_lossy().into_owned();
+                if name.starts_with("libcuda.so.") {
+                    out.libcuda_dir = Some(dir.clone());
                 }
-                FileKind::Binary => Path::new("/usr/bin").join(&name),
-                _ => f.container_path.clone().unwrap_or(in_root),
-            };
-            mounts.push(json!({
-                "hostPath": f.host_path,
-                "containerPath": target,
-                "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"],
-            }));
-        }
+                if !out.folders.contains(&dir) {
+                    out.folders.push(dir);
+                }
+                in_root
+            }
+            FileKind::Binary => Path::new("/usr/bin").join(&name),
+            _ => f.container_path.clone().unwrap_or(in_root),
+        };
+        out.mounts.push(json!({
+            "hostPath": f.host_path,
+            "containerPath": target,
+            "options": ["ro", "nosuid", "nodev", "rbind", "rprivate"],
+        }));
     }
-    let mut env = Vec::new();
-    let mut spec_hooks = Vec::new();
-    if let Some(dir) = &libcuda_dir {
-        env.push(format!("{}={dir}", crate::cdi_hooks::LIBCUDA_DIR_ENV));
-        spec_hooks.push(hooks.hook(&[
-            "create-symlinks".into(),
-            "--link".into(),
-            format!("libcuda.so.1::{dir}/libcuda.so"),
-        ]));
-        spec_hooks.push(hooks.hook(&[
-            "enable-cuda-compat".into(),
-            format!("--host-driver-version={}", inv.driver_version),
-        ]));
-    }
-    if !folders.is_empty() {
-        let mut args = vec!["update-ldcache".to_owned()];
-        for f in &folders {
-            args.push("--folder".into());
-            args.push(f.clone());
-        }
-        spec_hooks.push(hooks.hook(&args));
-    }
-    spec_hooks.push(hooks.hook(&["disable-device-node-modification".into()]));
-    env.push("NVIDIA_VISIBLE_DEVICES=void".into());
-    json!({
-        "cdiVersion": CDI_VERSION,
-        "kind": KIND,
-        "devices": devices,
-        "containerEdits": {
-            "env": env,
-            "deviceNodes": inv.control_nodes.iter().filter(|n| n.path != "/dev/nvidia-modeset").map(node).collect::<Vec<_>>(),
-            "hooks": spec_hooks,
-            "mounts": mounts,
-        }
-    })
+    out
 }
 
 /// The host's IMEX channels as their own kind, as the toolkit names them:

@@ -119,51 +119,18 @@ pub fn discover_cached(
     }
     let mut looked = Looked::default();
     let dirs = driver_files::library_dirs(&root, &mut looked);
-    let mut facts = None;
-    if source == Source::Auto {
-        facts = driver_files::nvml_library(&root, &dirs)
-            .and_then(|lib| crate::nvml::query_isolated(&lib));
-    }
-    let lib_version = |looked: &mut Looked| driver_files::library_version(&root, &dirs, looked);
-    let (source_name, driver_version, cuda_version, gpus) = match facts {
-        Some(f) => ("nvml", f.driver_version, f.cuda_version, f.gpus),
-        None => {
-            let Some(version) = module
-                .as_ref()
-                .map(|m| m.version.clone())
-                .or_else(|| lib_version(&mut looked))
-            else {
-                bail!(
-                    "no NVIDIA driver found: no {}/driver/nvidia/version and no libnvidia-ml.so.<version> in the library directories under {}: the driver is not installed or not loaded; if its files are elsewhere (a driver container), set --driver-root / --proc-root (or GPURUN_DRIVER_ROOT / GPURUN_PROC_ROOT)",
-                    roots.proc_root.display(),
-                    roots.driver_root.display()
-                );
-            };
-            let cuda = cuda_version_for_driver(&version);
-            ("procfs", version, cuda, read_proc_gpus(&roots.proc_root))
-        }
-    };
-    let found = driver_files::scan(&root, &driver_version, &dirs, &mut looked);
-    if !found
-        .files
-        .values()
-        .flatten()
-        .any(|f| f.kind == FileKind::Library)
-    {
-        if let Some(other) = lib_version(&mut looked).filter(|v| *v != driver_version) {
-            bail!(
-                "the NVIDIA kernel module is version {driver_version} but the driver's libraries under {} are {other}: reboot or reload the module (or reinstall the matching libraries)",
-                roots.driver_root.display()
-            );
-        }
-    }
+    let (source_name, facts) =
+        gpu_facts(roots, &root, &dirs, source, module.as_ref(), &mut looked)?;
+    let version = facts.driver_version;
+    let found = driver_files::scan(&root, &version, &dirs, &mut looked);
+    check_libraries_match_the_module(roots, &root, &dirs, &found, &version, &mut looked)?;
     if let Some((dir, m)) = cache {
         let watched = looked.0.iter().map(|p| PathState::of(p)).collect();
         inventory_cache::store(
             dir,
             &roots.driver_root,
             &m.version,
-            &driver_version,
+            &version,
             &dirs,
             &found,
             watched,
@@ -172,12 +139,75 @@ pub fn discover_cached(
     Ok(assemble(
         roots,
         source_name,
-        driver_version,
+        version,
         module,
-        cuda_version,
-        gpus,
+        facts.cuda_version,
+        facts.gpus,
         found,
     ))
+}
+
+/// The driver version and GPUs: from NVML where `source` allows and it
+/// initialises, else from procfs and the driver's library names.
+fn gpu_facts(
+    roots: &Roots,
+    root: &Rootfs,
+    dirs: &driver_files::LibraryDirs,
+    source: Source,
+    module: Option<&KernelModule>,
+    looked: &mut Looked,
+) -> Result<(&'static str, crate::nvml::NvmlFacts)> {
+    if source == Source::Auto {
+        let nvml = driver_files::nvml_library(root, dirs)
+            .and_then(|lib| crate::nvml::query_isolated(&lib));
+        if let Some(facts) = nvml {
+            return Ok(("nvml", facts));
+        }
+    }
+    let Some(version) = module
+        .map(|m| m.version.clone())
+        .or_else(|| driver_files::library_version(root, dirs, looked))
+    else {
+        bail!(
+            "no NVIDIA driver found: no {}/driver/nvidia/version and no libnvidia-ml.so.<version> in the library directories under {}: the driver is not installed or not loaded; if its files are elsewhere (a driver container), set --driver-root / --proc-root (or GPURUN_DRIVER_ROOT / GPURUN_PROC_ROOT)",
+            roots.proc_root.display(),
+            roots.driver_root.display()
+        );
+    };
+    let facts = crate::nvml::NvmlFacts {
+        cuda_version: cuda_version_for_driver(&version),
+        driver_version: version,
+        gpus: read_proc_gpus(&roots.proc_root),
+    };
+    Ok(("procfs", facts))
+}
+
+/// No library of the module's version but libraries of another: the
+/// module and the libraries disagree, which the user must fix.
+fn check_libraries_match_the_module(
+    roots: &Roots,
+    root: &Rootfs,
+    dirs: &driver_files::LibraryDirs,
+    found: &DriverFiles,
+    version: &str,
+    looked: &mut Looked,
+) -> Result<()> {
+    let has_libraries = found
+        .files
+        .values()
+        .flatten()
+        .any(|f| f.kind == FileKind::Library);
+    if has_libraries {
+        return Ok(());
+    }
+    if let Some(other) = driver_files::library_version(root, dirs, looked).filter(|v| v != version)
+    {
+        bail!(
+            "the NVIDIA kernel module is version {version} but the driver's libraries under {} are {other}: reboot or reload the module (or reinstall the matching libraries)",
+            roots.driver_root.display()
+        );
+    }
+    Ok(())
 }
 
 /// The inventory from the driver's files and the GPU facts: each GPU's
@@ -527,9 +557,9 @@ mod fake_tree {
         fs::remove_file(src).unwrap();
     }
 
-    #[test]
-    fn discovers_only_libraries_of_the_driver_version() {
-        let root = std::env::temp_dir().join(format!("fake-tree-{}", std::process::id()));
+    /// A driver 999.88.77 tree under `root`: its libraries, one of another
+    /// version, an unknown one, a wrapper script, and procfs for one GPU.
+    fn versioned_driver_tree(root: &Path) -> Roots {
         let driver = root.join("driver");
         let lib = driver.join("usr/lib64");
         let bin = driver.join("usr/bin");
@@ -570,11 +600,17 @@ mod fake_tree {
             "Model: \t\t NVIDIA A100-SXM4-40GB\nGPU UUID: \t GPU-11111111-2222-3333-4444-555555555555\nBus Location: \t 0000:3b:00.0\nDevice Minor: \t 4\n",
         )
         .unwrap();
-        let roots = Roots {
+        Roots {
             driver_root: driver.clone(),
-            dev_root: root.clone(),
+            dev_root: root.to_path_buf(),
             proc_root: root.join("proc"),
-        };
+        }
+    }
+
+    #[test]
+    fn discovers_only_libraries_of_the_driver_version() {
+        let root = std::env::temp_dir().join(format!("fake-tree-{}", std::process::id()));
+        let roots = versioned_driver_tree(&root);
         let inv = discover(&roots, Source::Procfs).unwrap();
         assert_eq!(inv.driver_version, "999.88.77");
         assert_eq!(inv.source, "procfs");

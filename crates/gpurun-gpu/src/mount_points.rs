@@ -367,9 +367,9 @@ mod tests {
             .unwrap()
     }
 
-    #[test]
-    fn missing_destinations_get_one_overlay_per_image_directory() {
-        let base = std::env::temp_dir().join(format!("mount-points-{}", std::process::id()));
+    /// An image with /usr/lib/x86_64-linux-gnu, /usr/bin, /etc and /dev,
+    /// and what the driver needs in it (some of it there already).
+    fn image_and_needs(base: &Path) -> (PathBuf, Vec<Needed>) {
         let rootfs = base.join("rootfs");
         for d in ["usr/lib/x86_64-linux-gnu", "usr/bin", "etc", "dev"] {
             fs::create_dir_all(rootfs.join(d)).unwrap();
@@ -391,6 +391,13 @@ mod tests {
             entry: if is_dir { Entry::Dir } else { Entry::File },
         })
         .collect();
+        (rootfs, needed)
+    }
+
+    #[test]
+    fn missing_destinations_get_one_overlay_per_image_directory() {
+        let base = std::env::temp_dir().join(format!("mount-points-{}", std::process::id()));
+        let (rootfs, needed) = image_and_needs(&base);
         let spec_mounts = vec![bind("/dev"), bind("/usr/bin/inside")];
         let store = base.join("store");
         let p = provide(&rootfs, &spec_mounts, &needed, false, false, &store).unwrap();

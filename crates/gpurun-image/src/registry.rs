@@ -233,11 +233,35 @@ pub fn pull(reference: &str, cache: &Path, report: &mut dyn FnMut(PullProgress))
             "docker://{reference}: not an image reference ({e}); write docker://HOST/NAME:TAG"
         )
     })?;
-    let name = reference.whole();
     let host = reference.resolve_registry().to_owned();
+    check_cache_writable(cache)?;
+    let auth = docker_credentials(&host)?;
+    let config = ClientConfig {
+        protocol: ClientProtocol::Https,
+        extra_root_certificates: registry_certificates(&host),
+        ..ClientConfig::default()
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pull = Pull {
+        client: Client::new(config),
+        name: reference.whole(),
+        reference,
+        host,
+        auth,
+        cache,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start the registry client")?;
+    runtime.block_on(pull.run(report))
+}
+
+/// Made, and checked up front: a cache of another user's would fail
+/// halfway otherwise.
+fn check_cache_writable(cache: &Path) -> Result<()> {
     fs::create_dir_all(cache.join("blobs/sha256"))
         .with_context(|| format!("create the image cache {}", cache.display()))?;
-    // Checked up front: a cache of another user's fails halfway otherwise.
     let blobs = std::ffi::CString::new(
         cache
             .join("blobs/sha256")
@@ -251,77 +275,136 @@ pub fn pull(reference: &str, cache: &Path, report: &mut dyn FnMut(PullProgress))
             cache.display()
         );
     }
-    let auth = docker_credentials(&host)?;
-    let config = ClientConfig {
-        protocol: ClientProtocol::Https,
-        extra_root_certificates: registry_certificates(&host),
-        ..ClientConfig::default()
-    };
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = Client::new(config);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("start the registry client")?;
-    runtime.block_on(async {
-        let explain = |e: oci_client::errors::OciDistributionError| {
-            let text = error_chain(&e);
-            let lower = text.to_lowercase();
-            if text.contains("401") || lower.contains("unauthorized") || lower.contains("not authorized") {
-                anyhow::anyhow!(
-                    "{host}: not authorized for {name} ({text}): log in (docker login {host}) or check the credentials in ~/.docker/config.json"
-                )
-            } else {
-                anyhow::anyhow!("{host}: {text}")
-            }
+    Ok(())
+}
+
+/// One pull: its client, what it pulls and where to.
+struct Pull<'a> {
+    client: Client,
+    reference: Reference,
+    name: String,
+    host: String,
+    auth: RegistryAuth,
+    cache: &'a Path,
+}
+
+/// A manifest as stored: its bytes parsed, digest, media type and size.
+struct StoredManifest {
+    manifest: Value,
+    digest: String,
+    media_type: String,
+    size: u64,
+}
+
+impl Pull<'_> {
+    async fn run(&self, report: &mut dyn FnMut(PullProgress)) -> Result<String> {
+        let (bytes, digest) = self.manifest(&self.reference).await?;
+        let manifest: Value = serde_json::from_slice(&bytes).context("the manifest is not JSON")?;
+        let mut stored = StoredManifest {
+            media_type: manifest["mediaType"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            manifest,
+            digest,
+            size: bytes.len() as u64,
         };
-        let (bytes, mut digest) = client
-            .pull_manifest_raw(&reference, &auth, MANIFEST_TYPES)
-            .await
-            .map_err(explain)?;
-        store_verified(cache, &digest, &bytes)?;
-        let mut manifest: Value = serde_json::from_slice(&bytes).context("the manifest is not JSON")?;
-        let mut media_type = manifest["mediaType"].as_str().unwrap_or_default().to_owned();
-        let mut size = bytes.len() as u64;
-        // A multi-platform index: this platform's manifest.
-        if manifest["manifests"].is_array() {
-            let pick = manifest["manifests"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|m| {
-                    m["platform"]["os"] == "linux" && m["platform"]["architecture"] == host_arch()
-                })
-                .cloned()
-                .with_context(|| format!("{name} has no image for linux/{}", host_arch()))?;
-            let child = pick["digest"].as_str().unwrap_or_default().to_owned();
-            let by_digest: Reference = format!("{}/{}@{child}", reference.registry(), reference.repository())
-                .parse()
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-            let (bytes, got) = client
-                .pull_manifest_raw(&by_digest, &auth, MANIFEST_TYPES)
-                .await
-                .map_err(explain)?;
-            store_verified(cache, &child, &bytes)?;
-            if got != child {
-                bail!("{name}: the registry sent manifest {got} for {child}");
-            }
-            manifest = serde_json::from_slice(&bytes).context("the manifest is not JSON")?;
-            media_type = pick["mediaType"].as_str().unwrap_or_default().to_owned();
-            size = bytes.len() as u64;
-            digest = child;
+        if stored.manifest["manifests"].is_array() {
+            stored = self.platform_manifest(&stored.manifest).await?;
         }
-        let mut blobs = vec![manifest["config"].clone()];
-        blobs.extend(manifest["layers"].as_array().cloned().unwrap_or_default());
+        let mut blobs = vec![stored.manifest["config"].clone()];
+        blobs.extend(
+            stored.manifest["layers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
         let count = blobs.len();
         for (index, blob) in blobs.iter().enumerate() {
-            let blob_digest = blob["digest"].as_str().context("a manifest descriptor has no digest")?;
+            let blob_digest = blob["digest"]
+                .as_str()
+                .context("a manifest descriptor has no digest")?;
             let blob_size = blob["size"].as_u64().unwrap_or(0);
-            fetch_blob(&client, &reference, cache, blob_digest, blob_size, index, count, report).await?;
+            fetch_blob(
+                &self.client,
+                &self.reference,
+                self.cache,
+                blob_digest,
+                blob_size,
+                index,
+                count,
+                report,
+            )
+            .await?;
         }
-        record(cache, &name, &digest, &media_type, size)?;
-        Ok(name)
-    })
+        record(
+            self.cache,
+            &self.name,
+            &stored.digest,
+            &stored.media_type,
+            stored.size,
+        )?;
+        Ok(self.name.clone())
+    }
+
+    /// Fetches a manifest, stores it checked, and returns it with its digest.
+    async fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, String)> {
+        let (bytes, digest) = self
+            .client
+            .pull_manifest_raw(reference, &self.auth, MANIFEST_TYPES)
+            .await
+            .map_err(|e| self.explain(e))?;
+        store_verified(self.cache, &digest, &bytes)?;
+        Ok((bytes.to_vec(), digest))
+    }
+
+    /// From a multi-platform index: this platform's manifest.
+    async fn platform_manifest(&self, index: &Value) -> Result<StoredManifest> {
+        let name = &self.name;
+        let pick = index["manifests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| {
+                m["platform"]["os"] == "linux" && m["platform"]["architecture"] == host_arch()
+            })
+            .cloned()
+            .with_context(|| format!("{name} has no image for linux/{}", host_arch()))?;
+        let child = pick["digest"].as_str().unwrap_or_default().to_owned();
+        let by_digest: Reference = format!(
+            "{}/{}@{child}",
+            self.reference.registry(),
+            self.reference.repository()
+        )
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let (bytes, got) = self.manifest(&by_digest).await?;
+        if got != child {
+            bail!("{name}: the registry sent manifest {got} for {child}");
+        }
+        Ok(StoredManifest {
+            manifest: serde_json::from_slice(&bytes).context("the manifest is not JSON")?,
+            media_type: pick["mediaType"].as_str().unwrap_or_default().to_owned(),
+            size: bytes.len() as u64,
+            digest: child,
+        })
+    }
+
+    fn explain(&self, e: oci_client::errors::OciDistributionError) -> anyhow::Error {
+        let (host, name) = (&self.host, &self.name);
+        let text = error_chain(&e);
+        let lower = text.to_lowercase();
+        if text.contains("401")
+            || lower.contains("unauthorized")
+            || lower.contains("not authorized")
+        {
+            anyhow::anyhow!(
+                "{host}: not authorized for {name} ({text}): log in (docker login {host}) or check the credentials in ~/.docker/config.json"
+            )
+        } else {
+            anyhow::anyhow!("{host}: {text}")
+        }
+    }
 }
 
 /// Fetches one blob into the cache, resuming a partial download.

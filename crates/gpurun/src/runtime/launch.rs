@@ -126,17 +126,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     let container = match container {
         Ok(container) => container,
         Err(e) => {
-            run_poststop_hooks_after_failed_create(args.id, &prepared);
-            // libcontainer removed the container's cgroup; a Slurm step's
-            // parents made for it go too (see containers::delete).
-            if let Some(path) = prepared
-                .spec
-                .linux()
-                .as_ref()
-                .and_then(|l| l.cgroups_path().as_ref())
-            {
-                crate::runtime::cgroup_path::remove_empty_slurm_parents(path);
-            }
+            undo_failed_build(args.id, &prepared);
             let err = anyhow::Error::from(e).context(format!("create container {:?}", args.id));
             return Err(prepare::state_root_full(err, &ctx.root));
         }
@@ -155,6 +145,21 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     }
 
     Ok((container, own_console))
+}
+
+/// After libcontainer's build failed: the poststop hooks, and a Slurm
+/// step's parents made for the container (libcontainer removed its own
+/// cgroup; see containers::delete).
+fn undo_failed_build(id: &str, prepared: &prepare::PreparedBundle) {
+    run_poststop_hooks_after_failed_create(id, prepared);
+    if let Some(path) = prepared
+        .spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.cgroups_path().as_ref())
+    {
+        crate::runtime::cgroup_path::remove_empty_slurm_parents(path);
+    }
 }
 
 /// A failed create is a container stopped and destroyed: the runtime spec

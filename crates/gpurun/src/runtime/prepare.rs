@@ -140,7 +140,33 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     crate::runtime::validate::normalize_device_access(&mut spec);
     crate::runtime::validate::check(&spec)?;
 
-    // The lock: exactly one create of this id gets past here.
+    let mut prepared = claim(opts, user_bundle)?;
+    prepared.no_process = give_a_stand_in_process(&mut spec);
+    check_process(&spec, &rootfs)?;
+    bind_sources_from_the_bundle(&mut spec, &prepared.user_bundle);
+    resolve_mount_destinations(&mut spec, &rootfs)?;
+    if let Some(root) = spec.root_mut().as_mut() {
+        root.set_path(rootfs);
+    }
+    let slurm_step = slurm_step_we_run_in();
+    apply_cgroup_path(&mut spec, opts, slurm_step.as_ref())?;
+    gpurun_gpu::spec_env::set_env(&mut spec, opts.extra_env);
+    let rootfs = spec
+        .root()
+        .as_ref()
+        .map(|r| r.path().clone())
+        .unwrap_or_default();
+    apply_gpu(&mut spec, opts, &rootfs, slurm_step.as_ref())?;
+    apply_rootless(&mut spec)?;
+    check_devices_can_be_opened(&spec)?;
+    write_config(&prepared.dir, &spec, opts.root)?;
+    prepared.spec = spec;
+    Ok(prepared)
+}
+
+/// Takes the id: makes its creating dir, the lock that lets exactly one
+/// create of this id past, and holds the creator lock in it.
+fn claim(opts: &CreateOptions, user_bundle: PathBuf) -> Result<PreparedBundle> {
     let dir = containers::creating_dir(opts.root, opts.id);
     // The container's own: its config holds the process's environment.
     match std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), 0o700).create(&dir) {
@@ -152,6 +178,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         ),
         Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
     }
+    // Made before anything can fail, so its Drop removes the dir.
     let mut prepared = PreparedBundle {
         _creator_lock: None,
         no_process: false,
@@ -168,19 +195,28 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
             opts.id
         );
     }
+    Ok(prepared)
+}
 
-    if spec.process().is_none() {
-        // Created now; `start` refuses it (see executor::NO_PROCESS_MARKER).
-        let mut stand_in = libcontainer::oci_spec::runtime::Process::default();
-        stand_in.set_args(Some(vec!["gpurun-no-process".into()]));
-        stand_in.set_env(Some(vec![
-            crate::runtime::executor::NO_PROCESS_MARKER.into()
-        ]));
-        stand_in.set_terminal(Some(false));
-        spec.set_process(Some(stand_in));
-        prepared.no_process = true;
+/// A config with no `process` is created with a stand-in that `start`
+/// refuses (see executor::NO_PROCESS_MARKER). True if it was given one.
+fn give_a_stand_in_process(spec: &mut Spec) -> bool {
+    if spec.process().is_some() {
+        return false;
     }
-    check_process_cwd(&spec, &rootfs)?;
+    let mut stand_in = libcontainer::oci_spec::runtime::Process::default();
+    stand_in.set_args(Some(vec!["gpurun-no-process".into()]));
+    stand_in.set_env(Some(vec![
+        crate::runtime::executor::NO_PROCESS_MARKER.into()
+    ]));
+    stand_in.set_terminal(Some(false));
+    spec.set_process(Some(stand_in));
+    true
+}
+
+/// The process's cwd and CPU affinity, checked before anything is made.
+fn check_process(spec: &Spec, rootfs: &Path) -> Result<()> {
+    check_process_cwd(spec, rootfs)?;
     if let Some(affinity) = spec
         .process()
         .as_ref()
@@ -189,41 +225,29 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
         check_cpu_affinity("initial", affinity.initial().as_deref())?;
         check_cpu_affinity("final", affinity.cpu_affinity_final().as_deref())?;
     }
-    bind_sources_from_the_bundle(&mut spec, &prepared.user_bundle);
-    resolve_mount_destinations(&mut spec, &rootfs)?;
-    if let Some(root) = spec.root_mut().as_mut() {
-        root.set_path(rootfs);
-    }
-    // Under `srun --container` slurmstepd starts the runtime in the step's
-    // cgroup with slurmd's environment, not the step's.
-    let slurm_step = if std::env::var_os("SLURM_JOB_ID").is_none() {
-        fs::read_to_string("/proc/self/cgroup")
-            .ok()
-            .and_then(|text| StepCgroup::parse(&text))
-    } else {
-        None
-    };
-    apply_cgroup_path(&mut spec, opts, slurm_step.as_ref())?;
-    gpurun_gpu::spec_env::set_env(&mut spec, opts.extra_env);
-    let rootfs = spec
-        .root()
-        .as_ref()
-        .map(|r| r.path().clone())
-        .unwrap_or_default();
-    apply_gpu(&mut spec, opts, &rootfs, slurm_step.as_ref())?;
-    apply_rootless(&mut spec)?;
-    check_devices_can_be_opened(&spec)?;
+    Ok(())
+}
 
-    // Written whole and checked: a write that fails (a full state root)
-    // must say so, not leave an empty file for the create to misread.
-    let config = prepared.dir.join("config.json");
-    let text = serde_json::to_vec(&spec).context("serialize the container's config")?;
+/// Under `srun --container` slurmstepd starts the runtime in the step's
+/// cgroup with slurmd's environment, not the step's.
+fn slurm_step_we_run_in() -> Option<StepCgroup> {
+    if std::env::var_os("SLURM_JOB_ID").is_some() {
+        return None;
+    }
+    fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|text| StepCgroup::parse(&text))
+}
+
+/// Written whole and checked: a write that fails (a full state root)
+/// must say so, not leave an empty file for the create to misread.
+fn write_config(dir: &Path, spec: &Spec, state_root: &Path) -> Result<()> {
+    let config = dir.join("config.json");
+    let text = serde_json::to_vec(spec).context("serialize the container's config")?;
     fs::write(&config, text).map_err(|e| {
         let err = anyhow::Error::from(e).context(format!("write {}", config.display()));
-        state_root_full(err, opts.root)
-    })?;
-    prepared.spec = spec;
-    Ok(prepared)
+        state_root_full(err, state_root)
+    })
 }
 
 /// The GPU flow: request → inventory → plan → apply, as spec edits that

@@ -139,19 +139,31 @@ pub fn make_spec(opts: &AdhocOptions) -> Result<Spec> {
     value["process"]["user"] = json!({"uid": in_uid, "gid": in_gid});
     value["root"] = json!({"path": opts.rootfs, "readonly": false});
 
+    set_network(&mut value, opts.host_network)?;
+    add_bind_mounts(&mut value, opts)?;
+    spec = serde_json::from_value(value).context("the spec made for --rootfs")?;
+    Ok(spec)
+}
+
+/// The host's network and hostname (no network or UTS namespace), or a
+/// private network even where the rootless default shares the host's.
+fn set_network(value: &mut Value, host_network: bool) -> Result<()> {
     let namespaces = value["linux"]["namespaces"]
         .as_array_mut()
         .context("default namespaces")?;
-    if opts.host_network {
-        // The host's network and hostname: no network or UTS namespace.
+    if host_network {
         namespaces.retain(|ns| !matches!(ns["type"].as_str(), Some("network" | "uts")));
         if let Some(map) = value.as_object_mut() {
             map.remove("hostname");
         }
     } else if !namespaces.iter().any(|ns| ns["type"] == "network") {
-        // The rootless default shares the network; --private-network not.
         namespaces.push(json!({"type": "network"}));
     }
+    Ok(())
+}
+
+/// The host files (read-only) and the `-v` volumes.
+fn add_bind_mounts(value: &mut Value, opts: &AdhocOptions) -> Result<()> {
     let mounts = value["mounts"].as_array_mut().context("default mounts")?;
     for file in opts.host_files {
         mounts.push(json!({
@@ -169,8 +181,7 @@ pub fn make_spec(opts: &AdhocOptions) -> Result<Spec> {
             "source": volume.source, "options": options
         }));
     }
-    spec = serde_json::from_value(value).context("the spec made for --rootfs")?;
-    Ok(spec)
+    Ok(())
 }
 
 #[cfg(test)]

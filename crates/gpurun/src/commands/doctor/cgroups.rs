@@ -59,8 +59,31 @@ pub(super) fn check_cgroup_drivers(r: &mut Report, root: bool) {
     let systemd = Path::new("/run/systemd/system").is_dir();
     let v2 = cgroup_version() == "v2";
     let default = if systemd && v2 { "systemd" } else { "cgroupfs" };
+    let engines = engine_cgroup_drivers(default);
+    let listed: Vec<String> = engines.iter().map(|(e, d)| format!("{e}: {d}")).collect();
+    r.line(
+        Level::Info,
+        false,
+        "cgroup drivers",
+        if listed.is_empty() {
+            format!(
+                "no engine configured; systemd {}",
+                if systemd { "is init" } else { "is not init" }
+            )
+        } else {
+            listed.join(", ")
+        },
+    );
+    if systemd && v2 && root {
+        check_device_program(r);
+    }
+}
+
+/// Each installed engine and the cgroup driver its configuration names
+/// (`default` where it names none and follows the host).
+fn engine_cgroup_drivers(default: &'static str) -> Vec<(&'static str, &'static str)> {
     let read = |path: &str| fs::read_to_string(path).ok();
-    let mut engines: Vec<(&str, &str)> = Vec::new();
+    let mut engines = Vec::new();
     if let Some(text) =
         read("/etc/docker/daemon.json").or_else(|| which("dockerd").then(String::new))
     {
@@ -96,42 +119,19 @@ pub(super) fn check_cgroup_drivers(r: &mut Report, root: bool) {
             .lines()
             .filter_map(|l| l.trim().strip_prefix("cgroup_manager"))
             .find_map(|rest| rest.split('"').nth(1).map(str::to_owned));
-        engines.push((
-            "Podman",
-            if driver.as_deref() == Some("cgroupfs") {
-                "cgroupfs"
-            } else {
-                default
-            },
-        ));
+        let cgroupfs = driver.as_deref() == Some("cgroupfs");
+        engines.push(("Podman", if cgroupfs { "cgroupfs" } else { default }));
     }
     if let Some(text) = read("/var/lib/kubelet/config.yaml") {
-        let driver = if text.contains("cgroupDriver: cgroupfs") {
-            "cgroupfs"
-        } else {
-            "systemd"
-        };
-        engines.push(("kubelet", driver));
+        let cgroupfs = text.contains("cgroupDriver: cgroupfs");
+        engines.push(("kubelet", if cgroupfs { "cgroupfs" } else { "systemd" }));
     }
-    let listed: Vec<String> = engines.iter().map(|(e, d)| format!("{e}: {d}")).collect();
-    r.line(
-        Level::Info,
-        false,
-        "cgroup drivers",
-        if listed.is_empty() {
-            format!(
-                "no engine configured; systemd {}",
-                if systemd { "is init" } else { "is not init" }
-            )
-        } else {
-            listed.join(", ")
-        },
-    );
-    if !(systemd && v2 && root) {
-        return;
-    }
-    // What `--systemd-cgroup` needs beyond systemd's own list: a device
-    // program gpurun can load.
+    engines
+}
+
+/// What `--systemd-cgroup` needs beyond systemd's own list: a device
+/// program gpurun can load.
+fn check_device_program(r: &mut Report) {
     let loaded = libcgroups::v2::devices::program::Program::from_rules(&[], false)
         .map_err(|e| e.to_string())
         .and_then(|program| {
