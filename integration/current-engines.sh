@@ -1,6 +1,6 @@
 #!/bin/sh
 # Today's engines end to end: Docker 28, containerd 2.x and Podman 5 from
-# Debian unstable (scripts/current-engines.sh: a root of their own, entered
+# Debian unstable (scripts/fixtures/current-engines.sh: a root of their own, entered
 # with a private mount namespace and pivot_root), on this host's kernel and
 # cgroups, with the fake GPU host and local images made here first.
 # Usage: integration/current-engines.sh [GPURUN]   (as root; prints "N passed, M failed")
@@ -10,14 +10,14 @@ if [ "${1:-}" != --inside ]; then
   gpurun=${1:-$PWD/target/debug/gpurun}
   [ "$(id -u)" = 0 ] || { echo "current-engines.sh: run as root" >&2; exit 1; }
   sh scripts/install-deps.sh
-  sh scripts/current-engines.sh build >/dev/null
+  sh scripts/fixtures/current-engines.sh build >/dev/null
   work=$(mktemp -d /tmp/gpurun-current.XXXXXX)
   trap 'rm -rf "$work"' EXIT INT TERM
   . integration/lib/common.sh
   make_fixtures
-  sh scripts/current-engines.sh versions | sed 's/^/current-engines: /'
+  sh scripts/fixtures/current-engines.sh versions | sed 's/^/current-engines: /'
   rc=0
-  sh scripts/current-engines.sh enter sh integration/current-engines.sh --inside "$gpurun" "$work" || rc=$?
+  sh scripts/fixtures/current-engines.sh enter sh integration/current-engines.sh --inside "$gpurun" "$work" || rc=$?
   exit "$rc"
 fi
 
@@ -308,7 +308,7 @@ podman system reset -f >/dev/null 2>&1
 # so the fake host's nodes are made there for these runs (only those made
 # here are removed).
 user=gpurun-test
-sh scripts/test-user.sh "$user"
+sh scripts/fixtures/test-user.sh "$user"
 home="$work/home"
 mkdir -p "$home/run" "$home/.config/gpurun" "$home/cdi"
 cp "$work/gpurun.toml" "$home/.config/gpurun/config.toml"

@@ -38,7 +38,7 @@ trap cleanup EXIT INT TERM
 make_fixtures
 chmod -R a+rX "$work"
 
-sh scripts/test-user.sh "$user"
+sh scripts/fixtures/test-user.sh "$user"
 home="$work/home"
 mkdir -p "$home/run"
 chown -R "$user" "$home"
@@ -50,7 +50,7 @@ make_host_nodes
 # Podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only.
 mkdir -p /var/run/cdi
 # A RHEL/UBI-layout image: libraries in /usr/lib64 only.
-sh scripts/glibc-rootfs.sh "$work/glibc64" rhel >/dev/null
+sh scripts/fixtures/glibc-rootfs.sh "$work/glibc64" rhel >/dev/null
 python3 tests/fixtures/make_image.py fromdir "$work/img-glibc64" "$work/glibc64" \
   docker.io/gpurun-test/glibc64:latest sh
 chmod -R a+rX "$work/img-glibc64"

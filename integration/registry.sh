@@ -20,7 +20,7 @@ trap 'stop_engines; rm -rf "$work"' EXIT INT TERM
 
 # Two images: busybox whose command prints its environment and directory,
 # and a second one to tag beside it in an OCI layout.
-sh scripts/busybox-bundle.sh "$work/bb" "$gpurun" >/dev/null
+sh scripts/fixtures/busybox-bundle.sh "$work/bb" "$gpurun" >/dev/null
 MAKE_IMAGE_ENV="FROM_THE_IMAGE=yes" MAKE_IMAGE_WORKDIR=/tmp \
   python3 tests/fixtures/make_image.py fromdir "$work/img1" "$work/bb/rootfs" \
   gpurun-test/busybox:1 sh -c 'echo cmd-ran in $(pwd) FROM_THE_IMAGE=$FROM_THE_IMAGE'
@@ -122,7 +122,7 @@ check "and nothing of it is unpacked" "" "$(ls "$work/out5" 2>/dev/null)"
 truncate -s -1 "$stored"
 
 # An unprivileged user: its own cache, the same registry.
-sh scripts/test-user.sh >/dev/null
+sh scripts/fixtures/test-user.sh >/dev/null
 user=gpurun-test
 uhome="$work/uhome"
 mkdir -p "$uhome/.docker/certs.d/$host"

@@ -23,8 +23,8 @@ gpurun=${1:-$repo/target/debug/gpurun}
 make_work() { # DIR
   mkdir -p "$1"
   chmod 755 "$1"
-  sh scripts/gpu-fixtures.sh "$1/fx" >/dev/null
-  sh scripts/glibc-rootfs.sh "$1/rootfs" >/dev/null
+  sh scripts/fixtures/gpu-fixtures.sh "$1/fx" >/dev/null
+  sh scripts/fixtures/glibc-rootfs.sh "$1/rootfs" >/dev/null
   # Mount points made for injected files stay in a writable rootfs (as
   # with runc), so the no-GPU check gets a rootfs no GPU container has used.
   cp -a "$1/rootfs" "$1/rootfs-plain"
@@ -67,7 +67,7 @@ trap cleanup EXIT INT TERM
 host="$work/fx/host"
 roots="--driver-root $host/driver --dev-root $host --proc-root $host/proc"
 user=gpurun-test
-sh scripts/test-user.sh "$user"
+sh scripts/fixtures/test-user.sh "$user"
 
 # munge with its own socket, key and logs.
 # munged wants a socket dir everyone can enter and a key only it can read.

@@ -56,9 +56,9 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   # A node no driver has, open to all, for a user-namespace container to
   # be given by a bind mount (mknod is refused there whatever the rules).
   mknod -m 666 "$work/c42" c 42 0
-  # CRIU 4, for the GPU checkpoint: scripts/criu.sh's, carried under the
+  # CRIU 4, for the GPU checkpoint: scripts/fixtures/criu.sh's, carried under the
   # checkout (the guest's own root has Debian 12's 3.17).
-  criu4=$(sh scripts/criu.sh --gpu)
+  criu4=$(sh scripts/fixtures/criu.sh --gpu)
   if [ "$criu4" = /var/cache/gpurun-criu/criu ]; then
     cp -a /var/cache/gpurun-criu/root "$work/criu-root"
     lib="$work/criu-root/usr/lib/x86_64-linux-gnu"

@@ -19,11 +19,11 @@ mkdir -p "$work/bundle"
 if [ -d /proc/driver/nvidia/gpus ]; then
   roots=""            # a real GPU host: the defaults find the driver
 else
-  sh scripts/gpu-fixtures.sh "$work/fixtures"
+  sh scripts/fixtures/gpu-fixtures.sh "$work/fixtures"
   roots="--driver-root $work/fixtures/host/driver --dev-root $work/fixtures/host --proc-root $work/fixtures/host/proc"
 fi
 rootfs="$work/bundle/rootfs"
-sh scripts/glibc-rootfs.sh "$rootfs"
+sh scripts/fixtures/glibc-rootfs.sh "$rootfs"
 [ -f "$work/fixtures/cuda_probe" ] && cp "$work/fixtures/cuda_probe" "$rootfs/usr/bin/" \
   && mkdir -p "$rootfs/opt/cudart" && cp "$work/fixtures/cudart/libcudart.so.12" "$rootfs/opt/cudart/"
 echo "== gpurun gpu info"

@@ -10,7 +10,7 @@
 # Usage: scripts/package-deb.sh   (prints the .deb's path)
 #   GPURUN_DEB_BINARY=PATH packages that binary (stripped) instead of a
 #   release build, with fast compression: for the package checks
-#   (scripts/check-deb.sh), which need no release build.
+#   (scripts/ci/check-deb.sh), which need no release build.
 set -eu
 cd "$(dirname "$0")/.."
 sh scripts/install-deps.sh --build >&2

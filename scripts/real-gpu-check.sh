@@ -17,11 +17,11 @@
 # With --timing it also times `run` of `true` against runc 1.1 (plain, and
 # one GPU vs runc with the same mounts plus an ldconfig hook), interleaved,
 # and checkpoint and restore of 1 GiB of device memory
-# (scripts/bench-checkpoint.sh).
+# (scripts/bench/checkpoint.sh).
 #
 # Usage (root): sh scripts/real-gpu-check.sh [--timing] [GPURUN]
 #   (GPURUN_DEBS=DIR: libegl1 and libglvnd0 .debs where apt cannot fetch;
-#    GPURUN_CRIU=PATH: CRIU 4, else scripts/criu.sh's)
+#    GPURUN_CRIU=PATH: CRIU 4, else scripts/fixtures/criu.sh's)
 set -u
 timing=0
 if [ "${1:-}" = "--timing" ]; then timing=1; shift; fi
@@ -53,7 +53,7 @@ check() {   # NAME OK(0/1) DETAIL
 
 # The image: the host's glibc, busybox, the probes, glvnd's EGL loader.
 rootfs="$work/rootfs"
-sh scripts/glibc-rootfs.sh "$rootfs" >/dev/null 2>&1 || { echo "glibc-rootfs.sh failed" >&2; exit 2; }
+sh scripts/fixtures/glibc-rootfs.sh "$rootfs" >/dev/null 2>&1 || { echo "glibc-rootfs.sh failed" >&2; exit 2; }
 cc -O2 -o "$rootfs/usr/bin/cuda_vector_add" tests/fixtures/cuda_vector_add.c -ldl
 cc -O2 -o "$rootfs/usr/bin/egl_probe" tests/fixtures/egl_probe.c -ldl
 cc -O2 -o "$rootfs/usr/bin/cuda_worker" tests/fixtures/cuda_worker.c -ldl
@@ -123,7 +123,7 @@ case "$out" in *"GPU container: would run with the GPUs"*) r=0 ;; *) r=1 ;; esac
 check "doctor --gpu says a GPU container runs" $r "$out"
 
 # 8. Rootless, as an unprivileged user with subordinate ids.
-sh scripts/test-user.sh >/dev/null 2>&1
+sh scripts/fixtures/test-user.sh >/dev/null 2>&1
 user=gpurun-test
 if id "$user" >/dev/null 2>&1; then
   uid=$(id -u "$user")
@@ -202,9 +202,9 @@ check "CDI nvidia.com/gpu=0 (NVIDIA's spec form, hooks native): GPU 0 only, CUDA
 # another id continues it, the pattern intact and the new work right.
 # The rootfs is an overlay mount, as engines give.
 checkpoint_check() {
-  criu=${GPURUN_CRIU:-$(sh scripts/criu.sh --gpu 2>/dev/null)}
+  criu=${GPURUN_CRIU:-$(sh scripts/fixtures/criu.sh --gpu 2>/dev/null)}
   if [ -z "$criu" ]; then
-    check "GPU checkpoint and restore" 1 "no CRIU 4 (scripts/criu.sh failed; set GPURUN_CRIU)"
+    check "GPU checkpoint and restore" 1 "no CRIU 4 (scripts/fixtures/criu.sh failed; set GPURUN_CRIU)"
     return
   fi
   ck="$work/ckpt"
@@ -258,9 +258,9 @@ cgroups=$(find /sys/fs/cgroup -maxdepth 3 -path '*gpurun*' -type d 2>/dev/null |
 if [ $timing = 1 ]; then
   echo
   echo "== timing"
-  GPURUN_BIN=$gpurun sh scripts/bench.sh 100
-  GPURUN_BIN=$gpurun GPURUN_REAL_DRIVER=1 sh scripts/bench-gpu.sh 100
-  GPURUN_BIN=$gpurun sh scripts/bench-checkpoint.sh 1024 3
+  GPURUN_BIN=$gpurun sh scripts/bench/run.sh 100
+  GPURUN_BIN=$gpurun GPURUN_REAL_DRIVER=1 sh scripts/bench/gpu.sh 100
+  GPURUN_BIN=$gpurun sh scripts/bench/checkpoint.sh 1024 3
 fi
 
 echo

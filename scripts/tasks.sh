@@ -12,7 +12,7 @@ quick              fmt, clippy, the unit tests and the fuzz corpora (no root nee
 tests [PROGRAM]    cargo test, every program or one (tests/PROGRAM.rs), as root
 engine NAME        one integration suite: containerd docker podman compose lxc slurm registry systemd current-engines
 guest KERNEL       the test programs tests/matrix.txt names for KERNEL (6.1, 6.12), in a VM
-fuzz [SECONDS]     every fuzz target (nightly toolchain; scripts/fuzz.sh)
+fuzz [SECONDS]     every fuzz target (nightly toolchain; scripts/ci/fuzz.sh)
 package            build the .deb and check it (lintian, a clean Debian 12 root)
 bench              the interleaved benchmarks: run, the engine path, against today's runc
 all                everything CI runs (scripts/test.sh)
@@ -40,17 +40,17 @@ case "${1:---list}" in
     ;;
   guest)
     [ -n "${2:-}" ] || { echo "tasks.sh: guest KERNEL (6.1 or 6.12)" >&2; exit 2; }
-    sh scripts/host-matrix.sh "$2"
+    sh scripts/ci/host-matrix.sh "$2"
     ;;
-  fuzz) sh scripts/fuzz.sh "${2:-60}" ;;
+  fuzz) sh scripts/ci/fuzz.sh "${2:-60}" ;;
   package)
     build
-    sh scripts/check-deb.sh "$gpurun"
+    sh scripts/ci/check-deb.sh "$gpurun"
     ;;
   bench)
-    sh scripts/bench.sh
-    sh scripts/bench-current.sh
-    sh scripts/bench-current.sh --engine
+    sh scripts/bench/run.sh
+    sh scripts/bench/current.sh
+    sh scripts/bench/current.sh --engine
     ;;
   all) sh scripts/test.sh ;;
   *)

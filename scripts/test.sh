@@ -13,23 +13,23 @@ cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The vendored libcontainer and libcgroups: the 0.7.0 releases plus only
 # the numbered patches their GPURUN-PATCH.md list.
-sh scripts/check-fork.sh
+sh scripts/ci/check-fork.sh
 mark "built, fmt, clippy, fork checked"
 # The .deb as a user gets it: lintian, then installed in a clean Debian 12
 # root (its Depends computed from the binary), --version and features.
-sh scripts/check-deb.sh target/debug/gpurun
+sh scripts/ci/check-deb.sh target/debug/gpurun
 mark "package checked"
 # No module circle in any crate; the binary's layers point one way.
-python3 scripts/check-layers.py
+python3 scripts/ci/check-layers.py
 # No package archive's host written in a script: they take the system's
-# apt sources (scripts/debian-mirror.sh) and cargo's own registry.
+# apt sources (scripts/fixtures/debian-mirror.sh) and cargo's own registry.
 if git grep -nE '(deb|security|ftp[a-z.0-9]*)\.debian\.org|static\.crates\.io|crates\.io/api' -- scripts integration .ci; then
   echo "test.sh: a package host is written in the scripts above: take it from the system's configuration" >&2
   exit 1
 fi
 # (Each fuzz target's kept corpus is replayed here too, on stable:
 # crates/gpurun-gpu/tests/fuzz_corpus.rs; fuzzing for new inputs is by hand,
-# sh scripts/fuzz.sh SECONDS, with the nightly toolchain.)
+# sh scripts/ci/fuzz.sh SECONDS, with the nightly toolchain.)
 cargo test --locked --workspace
 mark "cargo test"
 # The vendored libcgroups' own unit tests (those that need no D-Bus session).
@@ -51,9 +51,9 @@ done
 # VMs on the kernels GPU hosts run, with pure cgroup v2. Which program runs
 # on which kernel, whole or in part, is tests/matrix.txt (docs/testing.md:
 # what runs where).
-sh scripts/host-matrix.sh 6.1
+sh scripts/ci/host-matrix.sh 6.1
 mark "host matrix 6.1"
-sh scripts/host-matrix.sh 6.12
+sh scripts/ci/host-matrix.sh 6.12
 mark "host matrix 6.12"
 # Slurm's srun --container on a systemd host with the cgroup/v2 plugin
 # (integration/slurm.sh ran above on this cgroup v1 host).

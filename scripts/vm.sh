@@ -150,7 +150,7 @@ systemd_image() {
     image="$cache/systemd-root-4.img" packages="$common,slurmd,slurmctld,slurm-client,munge" mirror="" opts=""
   else
     image="$cache/systemd-unstable-2.img" packages="$common,docker-cli,crun,conmon,netavark,catatonit,passwd,time"
-    mirror=$(sh "$(dirname "$0")/debian-mirror.sh")
+    mirror=$(sh "$(dirname "$0")/fixtures/debian-mirror.sh")
     # Unstable's Release file can be past its Valid-Until on a late mirror.
     opts='Acquire::Check-Valid-Until "false"'
   fi

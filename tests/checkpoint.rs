@@ -1,7 +1,7 @@
 //! checkpoint and restore with CRIU, as runc does them: the process goes
 //! on where it stopped (its shell variables, not a restart), in the new
 //! container's cgroup with the spec's limits, exec reaches it, and failures
-//! leave nothing. CRIU comes from scripts/criu.sh (Debian 12's 3.17 cannot
+//! leave nothing. CRIU comes from scripts/fixtures/criu.sh (Debian 12's 3.17 cannot
 //! read current kernels' vDSO; the script fetches Debian 13's 4.1).
 
 use std::fs;

@@ -1,5 +1,5 @@
 //! The whole GPU flow on every driver layout real hosts have
-//! (`scripts/fake-gpu-host.sh --layout`): Debian, Ubuntu, RHEL, the cloud
+//! (`scripts/fixtures/fake-gpu-host.sh --layout`): Debian, Ubuntu, RHEL, the cloud
 //! layout of ../shared/real-gpu-hosts (/usr/local/nvidia, soname links in
 //! /lib, wrapper scripts in /usr/bin, the open kernel module), and the GPU
 //! Operator's driver root, as root and rootless. Each gives the nvidia-smi

@@ -69,7 +69,7 @@ wait_for() {
 # the host whose libcuda has the driver's checkpoint API (gpu-fixtures.sh's
 # host-checkpoint), for an engine's runtime path.
 make_fixtures() {
-  sh scripts/gpu-fixtures.sh "$work/fx" >/dev/null
+  sh scripts/fixtures/gpu-fixtures.sh "$work/fx" >/dev/null
   host="$work/fx/host"
   cat > "$work/gpurun.toml" <<EOF
 driver-root = "$host/driver"
@@ -81,12 +81,12 @@ EOF
   printf '#!/bin/sh\nGPURUN_CONFIG=%s exec %s "$@"\n' "$work/gpurun-checkpoint.toml" "$gpurun" \
     > "$work/gpurun-checkpoint"
   chmod 755 "$work/gpurun-checkpoint"
-  sh scripts/busybox-bundle.sh "$work/bb" "$gpurun" >/dev/null
+  sh scripts/fixtures/busybox-bundle.sh "$work/bb" "$gpurun" >/dev/null
   python3 tests/fixtures/make_image.py fromdir "$work/img-bb" "$work/bb/rootfs" \
     docker.io/gpurun-test/busybox:latest sh
   python3 tests/fixtures/make_image.py fromdir "$work/img-pause" "$work/bb/rootfs" \
     docker.io/gpurun-test/pause:latest sleep 1000000
-  sh scripts/glibc-rootfs.sh "$work/glibc" >/dev/null
+  sh scripts/fixtures/glibc-rootfs.sh "$work/glibc" >/dev/null
   mkdir -p "$work/glibc/opt/cudart"
   cp "$work/fx/cudart/libcudart.so.12" "$work/glibc/opt/cudart/"
   cp "$work/fx/cuda_probe" "$work/fx/cuda_worker" "$work/glibc/usr/bin/"
@@ -140,11 +140,11 @@ worker_ok() { # LOG
   [ "$(grep -c '^started' "$1")" = 1 ] && ! grep '^tick' "$1" | grep -qv 'pattern ok work ok$' && echo yes
 }
 
-# A directory holding only `criu` (scripts/criu.sh --gpu's: CRIU 4, as GPU
+# A directory holding only `criu` (scripts/fixtures/criu.sh --gpu's: CRIU 4, as GPU
 # containers need), for an engine's PATH.
 criu_bin_dir() {
   mkdir -p "$work/criu-bin"
-  ln -sf "$(sh scripts/criu.sh --gpu)" "$work/criu-bin/criu"
+  ln -sf "$(sh scripts/fixtures/criu.sh --gpu)" "$work/criu-bin/criu"
   echo "$work/criu-bin"
 }
 

@@ -22,7 +22,7 @@ impl Bundle {
         let scratch = Scratch::new("bundle");
         let dir = scratch.path().join("bundle");
         let mut cmd = Command::new("sh");
-        cmd.arg(repo().join("scripts/busybox-bundle.sh"));
+        cmd.arg(repo().join("scripts/fixtures/busybox-bundle.sh"));
         if user.is_some() {
             cmd.arg("-r");
         }
@@ -90,7 +90,7 @@ impl Bundle {
         self.dir.join("rootfs")
     }
 
-    /// A bundle with a minimal glibc rootfs (scripts/glibc-rootfs.sh), the
+    /// A bundle with a minimal glibc rootfs (scripts/fixtures/glibc-rootfs.sh), the
     /// CUDA runtime at /opt/cudart and the probes at /usr/bin/cuda_probe
     /// and /usr/bin/cuda_vector_add.
     pub fn glibc(user: Option<&TestUser>) -> Bundle {
@@ -98,7 +98,7 @@ impl Bundle {
         let scratch = Scratch::new("glibc");
         let dir = scratch.path().join("bundle");
         let script = format!(
-            "set -e; sh {repo}/scripts/glibc-rootfs.sh {dir}/rootfs; \
+            "set -e; sh {repo}/scripts/fixtures/glibc-rootfs.sh {dir}/rootfs; \
              mkdir -p {dir}/rootfs/opt/cudart; cp {fx}/cudart/libcudart.so.12 {dir}/rootfs/opt/cudart/; \
              cp {fx}/cuda_probe {fx}/cuda_vector_add {dir}/rootfs/usr/bin/; cd {dir}; {gpurun} spec {rootless}; \
              sed -i 's/\"terminal\": true/\"terminal\": false/' config.json",

@@ -3,7 +3,7 @@
 
 use crate::*;
 
-/// scripts/criu.sh's CRIU, one that runs on this kernel; with `gpu`, CRIU
+/// scripts/fixtures/criu.sh's CRIU, one that runs on this kernel; with `gpu`, CRIU
 /// 4 or later, as GPU containers need (`criu.sh --gpu`). Found once per
 /// test program.
 pub fn criu(gpu: bool) -> &'static str {
@@ -11,7 +11,7 @@ pub fn criu(gpu: bool) -> &'static str {
     static GPU: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     (if gpu { &GPU } else { &ANY }).get_or_init(|| {
         let mut cmd = Command::new("sh");
-        cmd.arg(repo().join("scripts/criu.sh"));
+        cmd.arg(repo().join("scripts/fixtures/criu.sh"));
         if gpu {
             cmd.arg("--gpu");
         }

@@ -1,9 +1,9 @@
-//! The fake GPU host's fixtures (scripts/gpu-fixtures.sh), built once per test program.
+//! The fake GPU host's fixtures (scripts/fixtures/gpu-fixtures.sh), built once per test program.
 
 use crate::*;
 
 /// The fake GPU host, libcudart and the CUDA probe, built once per test
-/// binary by `scripts/gpu-fixtures.sh` (downloads are cached).
+/// binary by `scripts/fixtures/gpu-fixtures.sh` (downloads are cached).
 pub struct GpuFixtures {
     pub dir: PathBuf,
 }
@@ -15,7 +15,7 @@ impl GpuFixtures {
             let dir = per_process_dir("gpu-fixtures");
             let out = run_cmd(
                 Command::new("sh")
-                    .arg(repo().join("scripts/gpu-fixtures.sh"))
+                    .arg(repo().join("scripts/fixtures/gpu-fixtures.sh"))
                     .arg(&dir),
                 Duration::from_secs(300),
             );
@@ -53,7 +53,7 @@ impl GpuFixtures {
     }
 
     /// A fake host with one of the driver layouts real hosts have
-    /// (`scripts/fake-gpu-host.sh --layout`), built once per test binary.
+    /// (`scripts/fixtures/fake-gpu-host.sh --layout`), built once per test binary.
     pub fn layout(&self, layout: &str, kernel_module: &str) -> FakeHost {
         static HOSTS: std::sync::Mutex<Vec<(String, FakeHost)>> = std::sync::Mutex::new(Vec::new());
         let key = format!("{layout}-{kernel_module}");
@@ -64,7 +64,7 @@ impl GpuFixtures {
         let dir = self.dir.join("layouts").join(&key);
         let out = run_cmd(
             Command::new("sh")
-                .arg(repo().join("scripts/fake-gpu-host.sh"))
+                .arg(repo().join("scripts/fixtures/fake-gpu-host.sh"))
                 .args(["--layout", layout, "--kernel-module", kernel_module])
                 .arg(&dir)
                 .arg("2"),

@@ -1,7 +1,7 @@
 //! The fuzz targets' bodies (`fuzz/fuzz_targets/*.rs` call them), here so
 //! that `tests/fuzz_corpus.rs` replays every kept corpus input through the
 //! same code on the stable toolchain in `cargo test`; libFuzzer explores
-//! from them by hand (`scripts/fuzz.sh`). Not an API.
+//! from them by hand (`scripts/ci/fuzz.sh`). Not an API.
 
 pub mod cdi_hook {
     //! Any NUL-separated arguments as an NVIDIA CDI hook's command line: an

@@ -2,7 +2,7 @@
 //! body (`src/fuzzing.rs`) on the stable toolchain: the corpus, which
 //! holds the inputs libFuzzer found and any that once failed, is a
 //! regression suite of `cargo test`. Exploring for new inputs needs the
-//! nightly toolchain: `sh scripts/fuzz.sh SECONDS`.
+//! nightly toolchain: `sh scripts/ci/fuzz.sh SECONDS`.
 
 use std::path::{Path, PathBuf};
 

@@ -115,8 +115,8 @@ pub fn path(ctx: &Ctx) -> String {
 /// and for a GPU container checked to be CRIU 4 or later.
 pub fn client(ctx: &Ctx, gpu: bool) -> Result<Criu> {
     let path = path(ctx);
-    let fix = "install CRIU 3.15 or newer, or pass --criu PATH (scripts/criu.sh fetches one that runs on current kernels)";
-    let gpu_fix = "GPU containers need CRIU 4.0 or later (the first that checkpoints processes which used a GPU): install it, or pass --criu PATH (scripts/criu.sh fetches one)";
+    let fix = "install CRIU 3.15 or newer, or pass --criu PATH (scripts/fixtures/criu.sh fetches one that runs on current kernels)";
+    let gpu_fix = "GPU containers need CRIU 4.0 or later (the first that checkpoints processes which used a GPU): install it, or pass --criu PATH (scripts/fixtures/criu.sh fetches one)";
     let mut criu =
         Criu::new_with_criu_path(path.clone()).map_err(|e| anyhow::anyhow!("criu {path}: {e}"))?;
     let version = criu

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs every cargo-fuzz target of crates/gpurun-gpu/fuzz for SECONDS each
-# (default 20; CI uses that, run it longer by hand: sh scripts/fuzz.sh 600).
+# (default 20; CI uses that, run it longer by hand: sh scripts/ci/fuzz.sh 600).
 # The kept corpus in fuzz/corpus/<target> is read, never written: new inputs
 # go to a scratch directory, so a run leaves the tree as it was. A crash
 # fails the script and leaves the input in fuzz/artifacts/<target>.
@@ -8,7 +8,7 @@
 # cargo-fuzz from crates.io if it is missing.
 set -eu
 seconds=${1:-20}
-cd "$(dirname "$0")/../crates/gpurun-gpu/fuzz"
+cd "$(dirname "$0")/../../crates/gpurun-gpu/fuzz"
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   echo "fuzz.sh: the nightly toolchain is missing: rustup toolchain install nightly" >&2
   exit 1

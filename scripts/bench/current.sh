@@ -1,36 +1,36 @@
 #!/bin/sh
 # Times `run` of `true` on a busybox bundle, interleaved, as root, against
-# today's runc (Debian unstable's, in scripts/current-engines.sh's root)
+# today's runc (Debian unstable's, in scripts/fixtures/current-engines.sh's root)
 # and Debian 12's runc beside it, and crun where it runs (crun 1.28
 # refuses cgroup v1 hybrid hosts: a probe says). Everything runs inside the
 # current-engines root, so each peer uses its own distribution's libraries;
 # Debian 12's runc is carried in as a file. Medians, CPU per start, ratios
-# to the last runtime named and peak RSS (scripts/bench_run.py).
-# With --engine, the engine path instead (scripts/bench_engine.py:
+# to the last runtime named and peak RSS (scripts/bench/interleave.py).
+# With --engine, the engine path instead (scripts/bench/engine.py:
 # create, start, state, kill, reap, delete of a `sleep`, as containerd's
 # shim and conmon call them), each step's median and the whole path's.
 # GPURUN_BIN=... uses that binary instead of a release build.
-# Usage: scripts/bench-current.sh [--engine] [ROUNDS]   (default 60; as root)
+# Usage: scripts/bench/current.sh [--engine] [ROUNDS]   (default 60; as root)
 set -eu
-cd "$(dirname "$0")/.."
-bench=bench_run.py args='["true"]'
+cd "$(dirname "$0")/../.."
+bench=bench/interleave.py args='["true"]'
 if [ "${1:-}" = --engine ]; then
-  bench=bench_engine.py args='["sleep", "1000"]'
+  bench=bench/engine.py args='["sleep", "1000"]'
   shift
 fi
 rounds=${1:-60}
 sh scripts/install-deps.sh
-g=$(sh scripts/bench-binary.sh)
+g=$(sh scripts/bench/binary.sh)
 work=$(mktemp -d /tmp/gpurun-bench-current.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
-sh scripts/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
+sh scripts/fixtures/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
 jq ".process.args = $args | .process.terminal = false" "$work/bundle/config.json" > "$work/c"
 mv "$work/c" "$work/bundle/config.json"
 cp "$(command -v runc)" "$work/runc-debian12"
 old_runc=$("$work/runc-debian12" --version | head -1 | awk '{print $3}')
-sh scripts/current-engines.sh versions | sed 's/^/current engines: /'
-sh scripts/current-engines.sh enter sh -euc '
+sh scripts/fixtures/current-engines.sh versions | sed 's/^/current engines: /'
+sh scripts/fixtures/current-engines.sh enter sh -euc '
   g=$1 work=$2 rounds=$3 old=$4 bench=$5
   state=$(mktemp -d -p /run)
   new=$(runc --version | head -1 | awk "{print \$3}")

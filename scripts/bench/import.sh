@@ -5,15 +5,15 @@
 #   umoci unpack --rootless        (as gpurun-test)
 #   skopeo copy oci: dir: + tar -x (each layer in order, no whiteouts)
 # Prints each median of ROUNDS and its ratio to gpurun's.
-# Usage: scripts/bench-import.sh [MB] [LAYERS] [ROUNDS]   (as root)
+# Usage: scripts/bench/import.sh [MB] [LAYERS] [ROUNDS]   (as root)
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mb=${1:-500} layers=${2:-10} rounds=${3:-3}
 sh scripts/install-deps.sh
 cargo build --locked --release -p gpurun >/dev/null 2>&1
 gpurun="$PWD/target/release/gpurun"
 user=gpurun-test
-sh scripts/test-user.sh "$user"
+sh scripts/fixtures/test-user.sh "$user"
 work=$(mktemp -d /var/tmp/gpurun-bench-import.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT

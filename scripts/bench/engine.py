@@ -1,7 +1,7 @@
 """Interleaved timing of the engine path: what containerd's shim and
 Podman's conmon call for one container, step by step.
 
-Usage: bench_engine.py ROUNDS BUNDLE NAME=COMMAND...
+Usage: engine.py ROUNDS BUNDLE NAME=COMMAND...
 Each round, for each runtime in turn: `create --bundle BUNDLE --pid-file F
 ID`, `start ID`, `state ID`, `kill ID KILL`, the container's init reaped
 (this process is a child subreaper, as the shim is), `delete ID`. The
@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from bench_run import run_once
+from interleave import run_once
 
 STEPS = ["create", "start", "state", "kill+reap", "delete"]
 PR_SET_CHILD_SUBREAPER = 36
@@ -30,7 +30,7 @@ def become_subreaper():
 
 
 def call(argv, err_path):
-    """(exit code, seconds) of argv, as bench_run.py runs it."""
+    """(exit code, seconds) of argv, as interleave.py runs it."""
     code, seconds, _ = run_once(argv, err_path)
     return code, seconds
 

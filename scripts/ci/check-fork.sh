@@ -9,9 +9,9 @@
 #    file named there differs from the release (or is new);
 #  - every src file that differs from the release is named by some patch.
 # Prints how many files and lines each fork changes.
-#   sh scripts/check-fork.sh
+#   sh scripts/ci/check-fork.sh
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0

@@ -9,7 +9,7 @@ inventory
          found, the plan made), with a cold driver cache (a new state root
          each run) and with the cache kept.
 
-Usage: bench_costs.py ROUNDS GPURUN [GPU-BUNDLE -- ROOT-FLAGS...]"""
+Usage: costs.py ROUNDS GPURUN [GPU-BUNDLE -- ROOT-FLAGS...]"""
 
 import re
 import shutil

@@ -9,9 +9,9 @@
 # runtime in proportion to the files it makes); $state/rootless is the
 # user's.
 sh scripts/install-deps.sh
-g=$(sh scripts/bench-binary.sh)
+g=$(sh scripts/bench/binary.sh)
 user=gpurun-test
-sh scripts/test-user.sh "$user"
+sh scripts/fixtures/test-user.sh "$user"
 work=$(mktemp -d)
 chmod 755 "$work"
 state=$(mktemp -d -p /run)
@@ -20,9 +20,9 @@ trap 'umount -l "$state"; rm -rf "$work" "$state"' EXIT
 only_true() {
   jq '.process.args = ["true"] | .process.terminal = false' "$1/config.json" > "$1/c" && mv "$1/c" "$1/config.json"
 }
-sh scripts/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
+sh scripts/fixtures/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
 only_true "$work/bundle"
-sh scripts/busybox-bundle.sh "$work/rootless" "$g" >/dev/null
+sh scripts/fixtures/busybox-bundle.sh "$work/rootless" "$g" >/dev/null
 rm "$work/rootless/config.json"
 chown -R "$user:" "$work/rootless"
 mkdir "$state/rootless"

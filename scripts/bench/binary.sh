@@ -1,9 +1,9 @@
 #!/bin/sh
 # Prints the gpurun binary the benchmarks time: $GPURUN_BIN where set,
 # else a release build of this checkout (built first).
-#   g=$(sh scripts/bench-binary.sh)
+#   g=$(sh scripts/bench/binary.sh)
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if [ -n "${GPURUN_BIN:-}" ]; then
   echo "$GPURUN_BIN"
   exit 0

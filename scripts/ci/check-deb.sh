@@ -5,9 +5,9 @@
 # Depends line, and `gpurun --version` and `gpurun features` run there. A
 # dependency written wrong (a library missing, or glibc too old for the
 # binary) fails here.
-#   sh scripts/check-deb.sh [BINARY]   (as root; default target/debug/gpurun)
+#   sh scripts/ci/check-deb.sh [BINARY]   (as root; default target/debug/gpurun)
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 binary=${1:-target/debug/gpurun}
 cache=${GPURUN_DEB_CHECK_CACHE:-/var/cache/gpurun-deb-check}
 mkdir -p "$cache"
@@ -54,7 +54,7 @@ if [ ! -f "$root/.complete" ]; then
   # The bare minimum a Debian 12 system has: no libseccomp, which the
   # package must bring in through its Depends.
   mmdebstrap --quiet --variant=apt --mode=root \
-    --skip=cleanup/apt/lists bookworm "$root" "$(sh scripts/debian-mirror.sh)" >&2
+    --skip=cleanup/apt/lists bookworm "$root" "$(sh scripts/fixtures/debian-mirror.sh)" >&2
   touch "$root/.complete"
 fi
 work=$(mktemp -d)

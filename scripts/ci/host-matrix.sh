@@ -6,7 +6,7 @@
 # kernel and suite, then "N passed, M failed" (suites); exits 1 if any
 # failed.
 #
-#   sh scripts/host-matrix.sh [KERNEL...]     default: 6.1 6.12
+#   sh scripts/ci/host-matrix.sh [KERNEL...]     default: 6.1 6.12
 #
 # Which test programs run on which kernel: tests/matrix.txt (KERNEL
 # PROGRAM NAMES VAR=VALUE...). GPURUN_MATRIX_SUITES="PROGRAM[=NAME,...] ..."
@@ -14,7 +14,7 @@
 # within GPURUN_MATRIX_TIMEOUT seconds (default 600: a guest whose kernel
 # hangs under emulation costs that, then boots once more, not CI's hour).
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- 6.1 6.12
 limit=${GPURUN_MATRIX_TIMEOUT:-600}
 

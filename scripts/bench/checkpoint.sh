@@ -10,17 +10,17 @@
 # host whose libcuda is the stand-in tests/fixtures/fake_cuda.c, whose
 # CUDA steps are a copy in host memory, not the driver's.
 #
-# Usage (root): sh scripts/bench-checkpoint.sh [MIB] [ROUNDS]   (default 256 3)
+# Usage (root): sh scripts/bench/checkpoint.sh [MIB] [ROUNDS]   (default 256 3)
 #   GPURUN_BIN=PATH (default target/release/gpurun, built if missing),
-#   GPURUN_CRIU=PATH (default: scripts/criu.sh's)
+#   GPURUN_CRIU=PATH (default: scripts/fixtures/criu.sh's)
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 mib=${1:-256}
 rounds=${2:-3}
-[ "$(id -u)" = 0 ] || { echo "bench-checkpoint.sh: run as root" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "bench/checkpoint.sh: run as root" >&2; exit 2; }
 gpurun=${GPURUN_BIN:-$PWD/target/release/gpurun}
 [ -x "$gpurun" ] || cargo build --locked --release -p gpurun >&2
-criu=${GPURUN_CRIU:-$(sh scripts/criu.sh --gpu)}
+criu=${GPURUN_CRIU:-$(sh scripts/fixtures/criu.sh --gpu)}
 work=$(mktemp -d /var/tmp/gpurun-bench-ckpt.XXXXXX)
 bundle="$work/bundle"
 state="$work/state"
@@ -34,12 +34,12 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 mkdir -p "$bundle/rootfs" "$bundle/upper" "$bundle/work" "$work/log"
-sh scripts/glibc-rootfs.sh "$work/lower" >/dev/null
+sh scripts/fixtures/glibc-rootfs.sh "$work/lower" >/dev/null
 cc -O2 -o "$work/lower/usr/bin/cuda_worker" tests/fixtures/cuda_worker.c -ldl
 if [ -e /proc/driver/nvidia/version ]; then
   flags="" where="the host's NVIDIA driver $(sed -n 's/.*Kernel Module *\([0-9.]*\).*/\1/p' /proc/driver/nvidia/version | head -1)"
 else
-  sh scripts/gpu-fixtures.sh "$work/fx" >/dev/null
+  sh scripts/fixtures/gpu-fixtures.sh "$work/fx" >/dev/null
   flags=$(cat "$work/fx/host-checkpoint/flags") where="the fake host's stand-in libcuda (no GPU)"
 fi
 # An overlay rootfs, as engines give (a plain directory gets gpurun's
@@ -73,7 +73,7 @@ wait_ticks() { # LOG N
     [ "$(grep -c '^tick' "$1" 2>/dev/null || true)" -ge "$2" ] && return 0
     sleep 0.1
   done
-  echo "bench-checkpoint.sh: the worker does not work: $(tail -2 "$1")" >&2
+  echo "bench/checkpoint.sh: the worker does not work: $(tail -2 "$1")" >&2
   exit 1
 }
 

@@ -1,6 +1,6 @@
 """Interleaved timing of `RUNTIME run --bundle B ID` for several runtimes.
 
-Usage: bench_run.py [--as USER] ROUNDS BUNDLE NAME=COMMAND...
+Usage: interleave.py [--as USER] ROUNDS BUNDLE NAME=COMMAND...
 With BUNDLE "-", each COMMAND already holds `run --bundle DIR`, and only the
 container id is appended. Prints each runtime's median and p90 wall time,
 its median CPU time per start (user + system of the runtime and every

@@ -3,13 +3,13 @@
 have no circle, and in the gpurun binary the layers must point one way:
 main -> commands -> cli, runtime; cli -> runtime::context only; runtime
 never names cli or commands. Test modules are left out.
-    python3 scripts/check-layers.py"""
+    python3 scripts/ci/check-layers.py"""
 import glob
 import os
 import re
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "crates")
 
 
 def module_of(src, path):

@@ -6,22 +6,22 @@
 # root, and Debian 12's runc carried in. Under emulation every runtime is
 # several times slower than on hardware: compare the ratios.
 # GPURUN_BIN=... uses that binary instead of a release build.
-# Usage: scripts/bench-guest.sh [--engine] [ROUNDS]   (default 40; as root)
+# Usage: scripts/bench/guest.sh [--engine] [ROUNDS]   (default 40; as root)
 set -eu
-cd "$(dirname "$0")/.."
-bench=bench_run.py args='["true"]'
+cd "$(dirname "$0")/../.."
+bench=bench/interleave.py args='["true"]'
 if [ "${1:-}" = --engine ]; then
-  bench=bench_engine.py args='["sleep", "1000"]'
+  bench=bench/engine.py args='["sleep", "1000"]'
   shift
 fi
 rounds=${1:-40}
 sh scripts/install-deps.sh
-g=$(sh scripts/bench-binary.sh)
+g=$(sh scripts/bench/binary.sh)
 # Under the checkout, which the guest sees at the same path.
 work=$(mktemp -d "$PWD/target/bench-guest.XXXXXX")
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
-sh scripts/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
+sh scripts/fixtures/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
 jq ".process.args = $args | .process.terminal = false" "$work/bundle/config.json" > "$work/c"
 mv "$work/c" "$work/bundle/config.json"
 cp "$g" "$work/gpurun"

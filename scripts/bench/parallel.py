@@ -1,6 +1,6 @@
 """N concurrent `RUNTIME run --bundle B ID` for several runtimes, interleaved.
 
-Usage: bench_parallel.py [--as USER] ROUNDS BUNDLE "N1 N2 ..." NAME=COMMAND...
+Usage: parallel.py [--as USER] ROUNDS BUNDLE "N1 N2 ..." NAME=COMMAND...
 For each N, each round starts N runs of each runtime at once (one runtime
 at a time, the runtimes' order rotating from round to round) and times
 them until the last one ends. Prints, per N and runtime: throughput
@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 
-from bench_run import become
+from interleave import become
 
 
 def burst(command, bundle, n, tag, err_dir):
