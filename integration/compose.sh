@@ -10,12 +10,8 @@
 # Usage: integration/compose.sh [GPURUN]   (as root; prints "N passed, M failed")
 set -eu
 cd "$(dirname "$0")/.."
-gpurun=${1:-$PWD/target/debug/gpurun}
-[ "$(id -u)" = 0 ] || { echo "compose.sh: run as root" >&2; exit 1; }
-sh scripts/install-deps.sh
-work=$(mktemp -d /tmp/gpurun-compose.XXXXXX)
-pids=""
 . integration/lib/common.sh
+suite_start compose.sh "${1:-}"
 trap 'stop_engines; rm -rf "$work"' EXIT INT TERM
 make_fixtures
 

@@ -11,13 +11,8 @@
 # Usage: integration/lxc.sh [GPURUN]   (as root; prints "N passed, M failed")
 set -eu
 cd "$(dirname "$0")/.."
-gpurun=${1:-$PWD/target/debug/gpurun}
-[ "$(id -u)" = 0 ] || { echo "lxc.sh: run as root" >&2; exit 1; }
-sh scripts/install-deps.sh
-work=$(mktemp -d /tmp/gpurun-lxc.XXXXXX)
-chmod 755 "$work"
-pids=""
 . integration/lib/common.sh
+suite_start lxc.sh "${1:-}"
 trap 'rm -rf "$work"' EXIT INT TERM
 make_fixtures
 lxcpath="$work/lxc"

@@ -9,16 +9,11 @@
 # Usage: integration/podman.sh [GPURUN]   (as root; prints "N passed, M failed")
 set -eu
 cd "$(dirname "$0")/.."
-gpurun=${1:-$PWD/target/debug/gpurun}
-[ "$(id -u)" = 0 ] || { echo "podman.sh: run as root (it makes the test user)" >&2; exit 1; }
-sh scripts/install-deps.sh
-work=$(mktemp -d /tmp/gpurun-podman.XXXXXX)
-chmod 755 "$work"
-pids=""
+. integration/lib/common.sh
+suite_start podman.sh "${1:-}"
 made_nodes=""
 cdi_spec=/var/run/cdi/gpurun-e2e.json
 user=gpurun-test
-. integration/lib/common.sh
 added_subids=""
 wrote_config=""
 # The system config as it was before the --userns=auto runs wrote it.

@@ -9,13 +9,8 @@
 # Usage: integration/registry.sh [GPURUN]   (as root; prints "N passed, M failed")
 set -eu
 cd "$(dirname "$0")/.."
-gpurun=${1:-$PWD/target/debug/gpurun}
-[ "$(id -u)" = 0 ] || { echo "registry.sh: run as root" >&2; exit 1; }
-sh scripts/install-deps.sh
-work=$(mktemp -d /tmp/gpurun-registry.XXXXXX)
-chmod 755 "$work"
-pids=""
 . integration/lib/common.sh
+suite_start registry.sh "${1:-}"
 trap 'stop_engines; rm -rf "$work"' EXIT INT TERM
 
 # Two images: busybox whose command prints its environment and directory,

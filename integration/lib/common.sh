@@ -1,7 +1,18 @@
 # Shared by the end-to-end suites: results, images, the fake GPU host.
-# Source it after `cd` to the repository root, with $work set.
+# Source it after `cd` to the repository root.
 
 passed=0 failed=0
+# A suite's start: as root, the packages installed, $gpurun (the suite's
+# first argument, else the debug build), an empty $work (mode 755: the
+# test user reads fixtures there) and no engine started yet.
+suite_start() { # SUITE [GPURUN]
+  [ "$(id -u)" = 0 ] || { echo "$1: run as root" >&2; exit 1; }
+  gpurun=${2:-$PWD/target/debug/gpurun}
+  sh scripts/install-deps.sh
+  work=$(mktemp -d "/tmp/gpurun-${1%.sh}.XXXXXX")
+  chmod 755 "$work"
+  pids=""
+}
 check() { # NAME EXPECTED ACTUAL
   if [ "$2" = "$3" ]; then
     passed=$((passed + 1)); echo "ok   $1"
@@ -16,15 +27,20 @@ check_contains() { # NAME NEEDLE HAYSTACK
   esac
 }
 # Runs COMMAND, a guest's boot (scripts/vm.sh); a guest that went down or
-# hung before its suite ended (vm.sh's 125: a kernel oops under emulation)
-# boots once more, as host-matrix.sh does, so one that goes down every
-# time still fails.
+# hung before its suite ended (vm.sh's 125: a kernel oops under emulation,
+# the suite passing on its rerun) boots once more, so one that goes down
+# every time still fails. With $boot_log (the guest's output) set, the
+# guest's last kernel lines are shown first.
 boot_once_more() { # SUITE COMMAND...
   boot_suite=$1; shift
   boot_rc=0
   "$@" || boot_rc=$?
   [ "$boot_rc" = 125 ] || return "$boot_rc"
   echo "$boot_suite: the guest went down before the suite ended; booting it once more" >&2
+  if [ -n "${boot_log:-}" ]; then
+    echo "$boot_suite: its last kernel lines:" >&2
+    grep -a '^\[ *[0-9.]*\] ' "$boot_log" | tail -15 | sed "s/^/  [$boot_suite] /" >&2
+  fi
   boot_rc=0
   "$@" || boot_rc=$?
   return "$boot_rc"

@@ -13,20 +13,14 @@
 # Usage: scripts/bench/current.sh [--engine] [ROUNDS]   (default 60; as root)
 set -eu
 cd "$(dirname "$0")/../.."
-bench=bench/interleave.py args='["true"]'
-if [ "${1:-}" = --engine ]; then
-  bench=bench/engine.py args='["sleep", "1000"]'
-  shift
-fi
-rounds=${1:-60}
+. scripts/bench/mode.sh
+bench_mode 60 "$@"
 sh scripts/install-deps.sh
 g=$(sh scripts/bench/binary.sh)
 work=$(mktemp -d /tmp/gpurun-bench-current.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
-sh scripts/fixtures/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
-jq ".process.args = $args | .process.terminal = false" "$work/bundle/config.json" > "$work/c"
-mv "$work/c" "$work/bundle/config.json"
+bench_bundle "$work/bundle" "$g"
 cp "$(command -v runc)" "$work/runc-debian12"
 old_runc=$("$work/runc-debian12" --version | head -1 | awk '{print $3}')
 sh scripts/fixtures/current-engines.sh versions | sed 's/^/current engines: /'

@@ -9,21 +9,15 @@
 # Usage: scripts/bench/guest.sh [--engine] [ROUNDS]   (default 40; as root)
 set -eu
 cd "$(dirname "$0")/../.."
-bench=bench/interleave.py args='["true"]'
-if [ "${1:-}" = --engine ]; then
-  bench=bench/engine.py args='["sleep", "1000"]'
-  shift
-fi
-rounds=${1:-40}
+. scripts/bench/mode.sh
+bench_mode 40 "$@"
 sh scripts/install-deps.sh
 g=$(sh scripts/bench/binary.sh)
 # Under the checkout, which the guest sees at the same path.
 work=$(mktemp -d "$PWD/target/bench-guest.XXXXXX")
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
-sh scripts/fixtures/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
-jq ".process.args = $args | .process.terminal = false" "$work/bundle/config.json" > "$work/c"
-mv "$work/c" "$work/bundle/config.json"
+bench_bundle "$work/bundle" "$g"
 cp "$g" "$work/gpurun"
 cp "$(command -v runc)" "$work/runc-debian12"
 old=$("$work/runc-debian12" --version | head -1 | awk '{print $3}')

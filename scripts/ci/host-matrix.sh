@@ -15,6 +15,7 @@
 # hangs under emulation costs that, then boots once more, not CI's hour).
 set -eu
 cd "$(dirname "$0")/../.."
+. integration/lib/common.sh # boot_once_more
 [ $# -gt 0 ] || set -- 6.1 6.12
 limit=${GPURUN_MATRIX_TIMEOUT:-600}
 
@@ -69,20 +70,12 @@ while read -r kernel s names vars; do
   start=$(date +%s)
   # Two tests at a time: the guest has two CPUs, and the suites share
   # fixtures built once per binary.
-  status=0
-  # shellcheck disable=SC2086
-  env $vars sh scripts/vm.sh --timeout "$limit" "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null || status=$?
-  if [ "$status" = 125 ]; then
-    # The guest itself went down or hung before the suite ended (vm.sh's
-    # 125: a kernel oops under emulation, the suite passing on its rerun):
-    # once more, said here with the guest's last kernel lines, so a
-    # suite that brings its guest down every time still fails.
-    echo "host-matrix: kernel $kernel, $s: the guest ended without a status; its last kernel lines, then a second run:"
-    grep -a '^\[ *[0-9.]*\] ' "$log" | tail -15 | sed "s/^/  [$kernel $s] /"
-    status=0
+  guest() {
     # shellcheck disable=SC2086
-    env $vars sh scripts/vm.sh --timeout "$limit" "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null || status=$?
-  fi
+    env $vars sh scripts/vm.sh --timeout "$limit" "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null
+  }
+  status=0
+  boot_log=$log boot_once_more "host-matrix: kernel $kernel, $s" guest || status=$?
   if [ "$status" = 0 ]; then
     result=ok
     passed=$((passed + 1))
