@@ -11,13 +11,13 @@
 # Which test programs run on which kernel: tests/matrix.txt (KERNEL
 # PROGRAM NAMES VAR=VALUE...). GPURUN_MATRIX_SUITES="PROGRAM[=NAME,...] ..."
 # runs those on every KERNEL named instead. Each runs as root, under TCG,
-# within GPURUN_MATRIX_TIMEOUT seconds (default 600: a guest whose kernel
+# within GPURUN_MATRIX_TIMEOUT seconds (default 450: a guest whose kernel
 # hangs under emulation costs that, then boots once more, not CI's hour).
 set -eu
 cd "$(dirname "$0")/../.."
 . integration/lib/common.sh # boot_once_more
 [ $# -gt 0 ] || set -- 6.1 6.12
-limit=${GPURUN_MATRIX_TIMEOUT:-600}
+limit=${GPURUN_MATRIX_TIMEOUT:-450}
 
 # The plan, a line per run: KERNEL PROGRAM NAMES [VAR=VALUE...].
 plan=$(mktemp)
