@@ -39,11 +39,15 @@ boot_once_more() { # SUITE COMMAND...
   echo "$boot_suite: the guest went down before the suite ended; booting it once more" >&2
   if [ -n "${boot_log:-}" ]; then
     echo "$boot_suite: its last kernel lines:" >&2
-    grep -a '^\[ *[0-9.]*\] ' "$boot_log" | tail -15 | sed "s/^/  [$boot_suite] /" >&2
+    kernel_lines "$boot_log" "$boot_suite" >&2
   fi
   boot_rc=0
   "$@" || boot_rc=$?
   return "$boot_rc"
+}
+# The last 15 kernel lines of a guest's output, each marked [LABEL].
+kernel_lines() { # LOG LABEL
+  grep -a '^\[ *[0-9.]*\] ' "$1" | tail -15 | sed "s/^/  [$2] /"
 }
 summary() { # SUITE
   echo "$1: $passed passed, $failed failed"

@@ -8,8 +8,8 @@
 # on every machine this runs on (on a disk, file creation costs each
 # runtime in proportion to the files it makes); $state/rootless is the
 # user's.
-sh scripts/install-deps.sh
-g=$(sh scripts/bench/binary.sh)
+. scripts/bench/lib.sh
+bench_setup
 user=gpurun-test
 sh scripts/fixtures/test-user.sh "$user"
 work=$(mktemp -d)
@@ -17,18 +17,15 @@ chmod 755 "$work"
 state=$(mktemp -d -p /run)
 mount -t tmpfs -o mode=755,size=256m gpurun-bench "$state"
 trap 'umount -l "$state"; rm -rf "$work" "$state"' EXIT
-only_true() {
-  jq '.process.args = ["true"] | .process.terminal = false' "$1/config.json" > "$1/c" && mv "$1/c" "$1/config.json"
-}
-sh scripts/fixtures/busybox-bundle.sh "$work/bundle" "$g" >/dev/null
-only_true "$work/bundle"
+args='["true"]'
+bench_bundle "$work/bundle" "$g"
 sh scripts/fixtures/busybox-bundle.sh "$work/rootless" "$g" >/dev/null
 rm "$work/rootless/config.json"
 chown -R "$user:" "$work/rootless"
 mkdir "$state/rootless"
 chown "$user:" "$state/rootless"
 (cd "$work/rootless" && setpriv --reuid="$user" --regid="$user" --init-groups "$g" spec --rootless)
-only_true "$work/rootless"
+bundle_args "$work/rootless" "$args"
 # crun refuses cgroup v1 hybrid hosts: a probe says whether it runs here.
 crun_runs() {
   command -v crun >/dev/null && crun --root "$state/crun" run --bundle "$work/bundle" probe >/dev/null 2>&1

@@ -13,10 +13,8 @@
 # Usage: scripts/bench/current.sh [--engine] [ROUNDS]   (default 60; as root)
 set -eu
 cd "$(dirname "$0")/../.."
-. scripts/bench/mode.sh
+. scripts/bench/lib.sh
 bench_mode 60 "$@"
-sh scripts/install-deps.sh
-g=$(sh scripts/bench/binary.sh)
 work=$(mktemp -d /tmp/gpurun-bench-current.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT

@@ -9,10 +9,8 @@
 # Usage: scripts/bench/guest.sh [--engine] [ROUNDS]   (default 40; as root)
 set -eu
 cd "$(dirname "$0")/../.."
-. scripts/bench/mode.sh
+. scripts/bench/lib.sh
 bench_mode 40 "$@"
-sh scripts/install-deps.sh
-g=$(sh scripts/bench/binary.sh)
 # Under the checkout, which the guest sees at the same path.
 work=$(mktemp -d "$PWD/target/bench-guest.XXXXXX")
 chmod 755 "$work"

@@ -60,6 +60,13 @@ while read -r kernel s names vars; do
   done
 done < "$plan"
 
+# One guest run of the current plan line's program, its output in $log.
+# Two tests at a time: the guest has two CPUs, and the suites share
+# fixtures built once per binary.
+guest() {
+  # shellcheck disable=SC2086
+  env $vars sh scripts/vm.sh --timeout "$limit" "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null
+}
 passed=0
 failed=0
 while read -r kernel s names vars; do
@@ -68,12 +75,6 @@ while read -r kernel s names vars; do
   exe=$(awk -v s="$s" '$1 == s {print $2}' "$list")
   log=$(mktemp)
   start=$(date +%s)
-  # Two tests at a time: the guest has two CPUs, and the suites share
-  # fixtures built once per binary.
-  guest() {
-    # shellcheck disable=SC2086
-    env $vars sh scripts/vm.sh --timeout "$limit" "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null
-  }
   status=0
   boot_log=$log boot_once_more "host-matrix: kernel $kernel, $s" guest || status=$?
   if [ "$status" = 0 ]; then
@@ -87,7 +88,7 @@ while read -r kernel s names vars; do
   echo "host-matrix: kernel $kernel, $s: $result in $(( $(date +%s) - start )) s (${summary:-no test result})"
   if [ "$result" = FAILED ]; then
     grep -av '^\[ *[0-9.]*\] ' "$log" | tail -60 | sed "s/^/  [$kernel $s] /"
-    grep -a '^\[ *[0-9.]*\] ' "$log" | tail -15 | sed "s/^/  [$kernel $s kernel] /"
+    kernel_lines "$log" "$kernel $s kernel"
   fi
   rm -f "$log"
 done < "$plan"

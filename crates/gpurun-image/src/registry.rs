@@ -298,17 +298,7 @@ struct StoredManifest {
 
 impl Pull<'_> {
     async fn run(&self, report: &mut dyn FnMut(PullProgress)) -> Result<String> {
-        let (bytes, digest) = self.manifest(&self.reference).await?;
-        let manifest: Value = serde_json::from_slice(&bytes).context("the manifest is not JSON")?;
-        let mut stored = StoredManifest {
-            media_type: manifest["mediaType"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            manifest,
-            digest,
-            size: bytes.len() as u64,
-        };
+        let mut stored = self.manifest(&self.reference, None).await?;
         if stored.manifest["manifests"].is_array() {
             stored = self.platform_manifest(&stored.manifest).await?;
         }
@@ -347,15 +337,27 @@ impl Pull<'_> {
         Ok(self.name.clone())
     }
 
-    /// Fetches a manifest, stores it checked, and returns it with its digest.
-    async fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, String)> {
+    /// Fetches a manifest, stores it checked, and returns it parsed, with
+    /// `media_type` (an index's descriptor's), else the manifest's own.
+    async fn manifest(
+        &self,
+        reference: &Reference,
+        media_type: Option<&str>,
+    ) -> Result<StoredManifest> {
         let (bytes, digest) = self
             .client
             .pull_manifest_raw(reference, &self.auth, MANIFEST_TYPES)
             .await
             .map_err(|e| self.explain(e))?;
         store_verified(self.cache, &digest, &bytes)?;
-        Ok((bytes.to_vec(), digest))
+        let manifest: Value = serde_json::from_slice(&bytes).context("the manifest is not JSON")?;
+        let media_type = media_type.or(manifest["mediaType"].as_str());
+        Ok(StoredManifest {
+            media_type: media_type.unwrap_or_default().to_owned(),
+            manifest,
+            digest,
+            size: bytes.len() as u64,
+        })
     }
 
     /// From a multi-platform index: this platform's manifest.
@@ -378,16 +380,15 @@ impl Pull<'_> {
         )
         .parse()
         .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        let (bytes, got) = self.manifest(&by_digest).await?;
-        if got != child {
-            bail!("{name}: the registry sent manifest {got} for {child}");
+        let media_type = pick["mediaType"].as_str().unwrap_or_default();
+        let stored = self.manifest(&by_digest, Some(media_type)).await?;
+        if stored.digest != child {
+            bail!(
+                "{name}: the registry sent manifest {} for {child}",
+                stored.digest
+            );
         }
-        Ok(StoredManifest {
-            manifest: serde_json::from_slice(&bytes).context("the manifest is not JSON")?,
-            media_type: pick["mediaType"].as_str().unwrap_or_default().to_owned(),
-            size: bytes.len() as u64,
-            digest: child,
-        })
+        Ok(stored)
     }
 
     fn explain(&self, e: oci_client::errors::OciDistributionError) -> anyhow::Error {

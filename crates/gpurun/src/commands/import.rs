@@ -94,7 +94,7 @@ impl Shown {
             }
             PullProgress::Bytes(n) => {
                 self.got += n;
-                let filled = self.filled(BAR).min(BAR);
+                let filled = self.filled();
                 self.bar(
                     filled,
                     &format!(
@@ -131,7 +131,7 @@ impl Shown {
                 self.got += n;
                 // docker-save layers have no size up front: the bar turns.
                 let filled = match self.size {
-                    Some(_) => self.filled(BAR).min(BAR),
+                    Some(_) => self.filled(),
                     None => ((self.got >> 20) as usize) % (BAR + 1),
                 };
                 self.bar(filled, &format!("{:.1} MiB", mib(self.got)));
@@ -145,10 +145,11 @@ impl Shown {
         }
     }
 
-    /// Bytes so far of the size, in `of` steps (0 with no size).
-    fn filled(&self, of: usize) -> usize {
+    /// How much of the bar the bytes so far fill (none with no size).
+    fn filled(&self) -> usize {
         let size = self.size.unwrap_or(0);
-        (self.got * of as u64).checked_div(size).unwrap_or(0) as usize
+        let filled = (self.got * BAR as u64).checked_div(size).unwrap_or(0);
+        filled.min(BAR as u64) as usize
     }
 
     fn starting(&self) {

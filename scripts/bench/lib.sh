@@ -1,0 +1,40 @@
+# Functions the bench scripts share; sourced from the repository root.
+
+# bench_setup: installs what the benchmarks need and sets $g, the gpurun
+# binary they time (GPURUN_BIN, else a release build of this checkout).
+bench_setup() {
+  sh scripts/install-deps.sh
+  g=$(sh scripts/bench/binary.sh)
+}
+
+# bench_mode DEFAULT_ROUNDS [--engine] [ROUNDS], the arguments of
+# bench/current.sh and bench/guest.sh: sets $bench (the runner under
+# scripts/: the interleaved `run` of `true`, or with --engine the engine
+# path of a `sleep`), $args (the container's command, as JSON) and
+# $rounds, then runs bench_setup.
+bench_mode() {
+  default=$1
+  shift
+  bench=bench/interleave.py args='["true"]'
+  if [ "${1:-}" = --engine ]; then
+    bench=bench/engine.py args='["sleep", "1000"]'
+    shift
+  fi
+  case "${1:-}" in
+    -*) echo "$0: unknown option $1: [--engine] [ROUNDS]" >&2; exit 2 ;;
+  esac
+  rounds=${1:-$default}
+  bench_setup
+}
+
+# bundle_args DIR JSON: the bundle's process runs JSON, with no terminal.
+bundle_args() {
+  jq ".process.args = $2 | .process.terminal = false" "$1/config.json" > "$1/config.new"
+  mv "$1/config.new" "$1/config.json"
+}
+
+# bench_bundle DIR GPURUN: a busybox bundle at DIR running $args.
+bench_bundle() {
+  sh scripts/fixtures/busybox-bundle.sh "$1" "$2" >/dev/null
+  bundle_args "$1" "$args"
+}
