@@ -181,6 +181,70 @@ fn v2_start_clones_into_the_cgroup_and_moves_nothing() {
     assert!(rt.leftovers().is_empty());
 }
 
+/// A container with no cgroup namespace of its own gets the host's cgroup2
+/// mount bound (read-only, as the spec asks), not a new cgroup2 mount: in
+/// the host's cgroup namespace a new mount applies its options to the whole
+/// hierarchy (clearing systemd's `nsdelegate`), and kernel 6.18 makes every
+/// start wait for an RCU grace period there. It sees the whole hierarchy,
+/// as runc's new mount shows it. With a cgroup namespace, the container's
+/// own cgroup2 mount is made as before. Seen from outside with strace.
+#[test]
+fn v2_without_a_cgroup_namespace_the_host_mount_is_bound() {
+    require_root!();
+    let Some((_, remount)) = v2_hierarchy() else {
+        return;
+    };
+    let rt = Runtime::new();
+    let scratch = Scratch::new("v2bind");
+    let probe =
+        "ls /sys/fs/cgroup | grep -qx gpurun && echo whole; (: > /sys/fs/cgroup/x) 2>&1; true";
+    for cgroupns in [false, true] {
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["sh", "-c", probe]);
+        bundle.edit(|c| {
+            let namespaces = c["linux"]["namespaces"].as_array_mut().unwrap();
+            namespaces.retain(|n| n["type"] != "cgroup");
+            if cgroupns {
+                namespaces.push(json!({"type": "cgroup"}));
+            }
+        });
+        let trace = scratch.path().join(format!("trace-{cgroupns}"));
+        let trace_arg = trace.to_string_lossy().into_owned();
+        let dir = bundle.dir.to_string_lossy().into_owned();
+        let strace = [
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=fsopen,open_tree",
+            "-o",
+            &trace_arg,
+        ];
+        let out = gpurun_v2_via(
+            &rt,
+            remount,
+            &strace,
+            &["run", "--bundle", &dir, &unique("v2bind")],
+        );
+        out.ok();
+        let trace = fs::read_to_string(&trace).unwrap();
+        let bound = trace.contains("open_tree(AT_FDCWD, \"/sys/fs/cgroup\"");
+        let mounted = trace.contains("fsopen(\"cgroup2\"");
+        assert_eq!(
+            (bound, mounted),
+            (!cgroupns, cgroupns),
+            "cgroupns {cgroupns}:\n{trace}"
+        );
+        assert!(
+            out.stdout.contains("Read-only file system"),
+            "{}",
+            out.stdout
+        );
+        assert_eq!(out.stdout.contains("whole"), !cgroupns, "{}", out.stdout);
+    }
+    assert!(rt.leftovers().is_empty());
+}
+
 /// On a pure cgroup v2 host (the host matrix's guests; skipped where v2 is
 /// only the hybrid's unified tree, whose controllers v1 holds): the spec's
 /// limits land in the container's own cgroup, and a GPU container's device

@@ -124,3 +124,20 @@ expect_userns_devices "userns, --systemd-cgroup, after daemon-reload and an unre
 wait_for sh -c "! systemctl is-active --quiet gpurun-sdugpu.scope"
 check "the user-namespace GPU container's scope is gone" inactive "$(systemctl is-active gpurun-sdugpu.scope 2>&1)"
 
+
+# A container with no cgroup namespace of its own sees the host's whole
+# hierarchy at /sys/fs/cgroup, as runc gives it, and its start leaves the
+# host's cgroup2 options (systemd's nsdelegate) as they were: gpurun binds
+# the host's mount, where a new mount's options would be applied to the
+# host's hierarchy (and, since kernel 6.18, wait for an RCU grace period).
+host_options() { awk '$5 == "/sys/fs/cgroup" {print $NF}' /proc/self/mountinfo; }
+before=$(host_options)
+check_contains "systemd mounts cgroup2 with nsdelegate" nsdelegate "$before"
+nocgns="$work/sd-nocgns"
+cp -a "$work/bb" "$nocgns"
+jq '.linux.namespaces |= map(select(.type != "cgroup"))
+  | .process.args = ["sh", "-c", "test -d /sys/fs/cgroup/init.scope && echo whole; grep -c \" /sys/fs/cgroup \" /proc/self/mountinfo"]' \
+  "$work/bb/config.json" > "$nocgns/config.json"
+check "no cgroup namespace: the host's whole hierarchy, one mount" "whole
+1" "$("$gpurun" run --bundle "$nocgns" sdnocgns 2>&1)"
+check "the host's cgroup2 options are unchanged by the start" "$before" "$(host_options)"

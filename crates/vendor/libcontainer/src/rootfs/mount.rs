@@ -102,6 +102,26 @@ impl MountInfoProvider for ProcMountInfoProvider {
     }
 }
 
+/// gpurun patch: whether a new cgroup2 mount made by this process would
+/// be `/sys/fs/cgroup` itself: this process in the kernel's initial user
+/// and cgroup namespaces (their inode numbers are fixed), and the host's
+/// mount showing the hierarchy's root cgroup (kernfs inode 1). A new mount
+/// there is not free: the kernel applies its options to the whole
+/// hierarchy (a mount without `nsdelegate` clears it on the host's), and
+/// since 6.18 does so under `cgroup_threadgroup_rwsem` taken for writing,
+/// which waits for an RCU grace period: milliseconds a start.
+pub fn host_cgroup2_is_the_whole_hierarchy() -> bool {
+    const INIT_USER_NS_INO: u64 = 0xEFFF_FFFD;
+    const INIT_CGROUP_NS_INO: u64 = 0xEFFF_FFFB;
+    const ROOT_CGROUP_INO: u64 = 1;
+    let ino = |path: &str| fs::metadata(path).map(|m| m.ino()).ok();
+    ino("/proc/self/ns/user") == Some(INIT_USER_NS_INO)
+        && ino("/proc/self/ns/cgroup") == Some(INIT_CGROUP_NS_INO)
+        && ino(DEFAULT_CGROUP_ROOT) == Some(ROOT_CGROUP_INO)
+        && statfs(DEFAULT_CGROUP_ROOT)
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+}
+
 #[derive(Debug)]
 pub struct MountOptions<'a> {
     pub root: &'a Path,
@@ -538,6 +558,10 @@ impl Mount {
     ) -> Result<()> {
         tracing::debug!("Mounting cgroup v2 filesystem");
 
+        if !options.cgroup_ns && host_cgroup2_is_the_whole_hierarchy() {
+            return self.bind_host_cgroup2(cgroup_mount, options, mount_option_config);
+        }
+
         let cgroup_mount = SpecMountBuilder::default()
             .typ("cgroup2")
             .source("cgroup")
@@ -600,6 +624,33 @@ impl Mount {
         }
 
         Ok(())
+    }
+
+    /// gpurun patch: the host's own cgroup2 mount, bound (not recursively)
+    /// with the spec's flags: the same hierarchy, from the same root, that
+    /// a new mount gives a container with no cgroup namespace of its own
+    /// (see `host_cgroup2_is_the_whole_hierarchy`).
+    #[cfg(feature = "v2")]
+    fn bind_host_cgroup2(
+        &self,
+        cgroup_mount: &SpecMount,
+        options: &MountOptions,
+        mount_option_config: &MountOptionConfig,
+    ) -> Result<()> {
+        let bind_mount = SpecMountBuilder::default()
+            .typ("bind")
+            .source(DEFAULT_CGROUP_ROOT)
+            .destination(cgroup_mount.destination())
+            .options(Vec::new())
+            .build()?;
+        let mut mount_option_config = (*mount_option_config).clone();
+        mount_option_config.flags |= MsFlags::MS_BIND;
+        self.mount_into_container(
+            &bind_mount,
+            options.root,
+            &mount_option_config,
+            options.label,
+        )
     }
 
     /// Make parent mount of rootfs private if it was shared, which is required by pivot_root.
