@@ -6,11 +6,11 @@
 set -eu
 build="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev busybox-static ca-certificates curl"
 packages="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev \
-  busybox-static runc uidmap jq strace time python3 python3-pip ca-certificates zstd \
+  busybox-static runc crun linux-perf uidmap jq strace time python3 python3-pip ca-certificates zstd \
   slurmd slurmctld slurm-client munge umoci skopeo protobuf-compiler \
   containerd docker.io podman fuse-overlayfs slirp4netns \
   docker-registry apache2-utils openssl curl docker-compose lxc procps util-linux \
-  mmdebstrap lintian dpkg-dev binutils"
+  mmdebstrap lintian dpkg-dev binutils patchelf file"
 [ "${1:-}" = --build ] && packages=$build
 missing=""
 for p in $packages; do

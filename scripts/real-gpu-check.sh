@@ -14,10 +14,14 @@
 #   checkpoint API (driver 570 or later, CRIU 4); nothing left behind; the
 #   image unchanged.
 #
-# With --timing it also times `run` of `true` against runc 1.1 (plain, and
-# one GPU vs runc with the same mounts plus an ldconfig hook), interleaved,
-# and checkpoint and restore of 1 GiB of device memory
-# (scripts/bench/checkpoint.sh).
+# With --timing it also times, interleaved: `run` of `true` and the engine
+# path (create, start, state, kill, delete) against crun and runc 1.1 (and
+# today's runc with GPURUN_RUNC_CURRENT), one GPU against runc with the same
+# mounts plus an ldconfig hook, and checkpoint and restore of 1 GiB of
+# device memory (scripts/bench/checkpoint.sh); then where a start waits
+# (scripts/bench/offcpu.sh, `run` and the engine path). A host with no
+# package source gets perf, strace, crun and both runcs from
+# scripts/bench/kit.sh.
 #
 # Usage (root): sh scripts/real-gpu-check.sh [--timing] [GPURUN]
 #   (GPURUN_DEBS=DIR: libegl1 and libglvnd0 .debs where apt cannot fetch;
@@ -261,6 +265,8 @@ if [ $timing = 1 ]; then
   GPURUN_BIN=$gpurun sh scripts/bench/run.sh 100
   GPURUN_BIN=$gpurun GPURUN_REAL_DRIVER=1 sh scripts/bench/gpu.sh 100
   GPURUN_BIN=$gpurun sh scripts/bench/checkpoint.sh 1024 3
+  GPURUN_BIN=$gpurun sh scripts/bench/offcpu.sh 40
+  GPURUN_BIN=$gpurun sh scripts/bench/offcpu.sh --engine 40
 fi
 
 echo

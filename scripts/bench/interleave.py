@@ -19,6 +19,7 @@ processes it waited for, the container's among them."""
 import os
 import resource  # noqa: F401  (os.wait4 imports it lazily; after the drop to --as USER it may not load)
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -59,10 +60,11 @@ def become(user):
 def peak_rss_kib(argv, err_path):
     """The peak RSS of argv (and what it waited for), from GNU time."""
     out_path = err_path + ".rss"
-    code, _, _ = run_once(["/usr/bin/time", "-f", "%M", "-o", out_path] + argv, err_path)
+    gnu_time = shutil.which("time") or "/usr/bin/time"
+    code, _, _ = run_once([gnu_time, "-f", "%M", "-o", out_path] + argv, err_path)
     if code != 0:
         with open(err_path) as f:
-            sys.exit(f"{argv[0]} failed under /usr/bin/time ({code}): {f.read()}")
+            sys.exit(f"{argv[0]} failed under GNU time ({code}): {f.read()}")
     with open(out_path) as f:
         kib = int(f.read().split()[-1])
     os.unlink(out_path)
