@@ -6,9 +6,6 @@ mod runtime;
 
 use std::path::PathBuf;
 
-use clap::{CommandFactory, FromArgMatches};
-
-use crate::cli::Cli;
 use crate::runtime::context::{one_line, Ctx, Failure};
 use crate::runtime::{logging, seal, state_dir};
 
@@ -33,12 +30,9 @@ fn main() {
             std::process::exit(1);
         }
     }
-    let command = Cli::command();
     let mut argv = std::env::args_os();
     let program = argv.next().unwrap_or_else(|| "gpurun".into());
-    let args = cli::go_flags::normalize(&command, argv.collect());
-    let matches = command.get_matches_from(std::iter::once(program).chain(args));
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let cli = cli::lean::parse(program, argv.collect());
     close_inherited_fds(&cli.command);
     if cli.command.only_reports() {
         // SAFETY: restoring a default disposition, before any thread exists.

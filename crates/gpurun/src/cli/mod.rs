@@ -9,6 +9,7 @@ mod criu;
 mod events;
 mod exec;
 pub mod go_flags;
+pub mod lean;
 mod run;
 mod setup;
 mod update;

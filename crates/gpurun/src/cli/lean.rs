@@ -1,0 +1,169 @@
+//! The command line of the commands engines call many times a second,
+//! parsed against a command of its own: the global flags and that one
+//! subcommand. Building every subcommand's arguments (clap's derive does
+//! it before parsing) cost about a millisecond of each `state`, `start`,
+//! `kill` or `delete`. Anything the lean command cannot parse, and every
+//! request for help, goes to the whole command line, so that errors,
+//! suggestions and help read as they always did.
+
+use std::ffi::OsString;
+
+use clap::{Args, Command, CommandFactory, FromArgMatches};
+
+use super::{go_flags, Cli, ExecArgs, KillArgs, RunArgs};
+
+/// Adds a subcommand's arguments to its command (`Args::augment_args`).
+type Augment = fn(Command) -> Command;
+
+/// The subcommands with a lean command: each a variant holding one
+/// `Args` type, whose arguments are those the whole command gives it.
+const LEAN: [(&str, Augment); 8] = [
+    ("create", liboci_cli::Create::augment_args),
+    ("start", liboci_cli::Start::augment_args),
+    ("run", RunArgs::augment_args),
+    ("state", liboci_cli::State::augment_args),
+    ("kill", KillArgs::augment_args),
+    ("delete", liboci_cli::Delete::augment_args),
+    ("exec", ExecArgs::augment_args),
+    ("ps", liboci_cli::Ps::augment_args),
+];
+
+/// Parses the command line (without the program's name), as clap's
+/// `get_matches_from` on `Cli::command()` would, exiting on an error.
+pub fn parse(program: OsString, args: Vec<OsString>) -> Cli {
+    if let Some(cli) = lean_command(&args).and_then(|lean| try_parse(lean, &program, args.clone()))
+    {
+        return cli;
+    }
+    let command = Cli::command();
+    let args = go_flags::normalize(&command, args);
+    let matches = command.get_matches_from(std::iter::once(program).chain(args));
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// The lean command for the first argument naming a lean subcommand;
+/// none where help is asked for (the lean command's would lack the texts).
+fn lean_command(args: &[OsString]) -> Option<Command> {
+    if args
+        .iter()
+        .any(|a| a == "-h" || a == "--help" || a == "help")
+    {
+        return None;
+    }
+    let (name, augment) = args
+        .iter()
+        .find_map(|a| LEAN.iter().find(|(name, _)| a == name))?;
+    let top = super::GlobalFlags::augment_args(Command::new("gpurun"));
+    Some(top.subcommand(augment(Command::new(*name))))
+}
+
+fn try_parse(lean: Command, program: &OsString, args: Vec<OsString>) -> Option<Cli> {
+    let args = go_flags::normalize(&lean, args);
+    let matches = lean
+        .try_get_matches_from(std::iter::once(program.clone()).chain(args))
+        .ok()?;
+    Cli::from_arg_matches(&matches).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full(args: &[&str]) -> String {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let command = Cli::command();
+        let args = go_flags::normalize(&command, args);
+        let matches = command
+            .try_get_matches_from(std::iter::once(OsString::from("gpurun")).chain(args))
+            .unwrap();
+        format!("{:?}", Cli::from_arg_matches(&matches).unwrap())
+    }
+
+    fn lean(args: &[&str]) -> Option<String> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let command = lean_command(&args)?;
+        try_parse(command, &OsString::from("gpurun"), args).map(|cli| format!("{cli:?}"))
+    }
+
+    /// What engines send (containerd's shim, conmon, Docker's
+    /// `--rootless` and Go-style single-dash flags among them) parses to
+    /// the same command line either way.
+    #[test]
+    fn lean_parses_what_the_whole_command_parses() {
+        let calls: &[&[&str]] = &[
+            &[
+                "--root",
+                "/run/x",
+                "--log",
+                "/l",
+                "--log-format",
+                "json",
+                "create",
+                "--bundle",
+                "/b",
+                "--pid-file",
+                "/p",
+                "--console-socket",
+                "/s",
+                "id",
+            ],
+            &[
+                "--root",
+                "/run/x",
+                "--systemd-cgroup",
+                "create",
+                "-b",
+                "/b",
+                "--no-pivot",
+                "--no-new-keyring",
+                "id",
+            ],
+            &["-root", "/run/x", "-log", "/l", "start", "id"],
+            &["--rootless=false", "state", "id"],
+            &["state", "--root", "/run/x", "id"],
+            &["kill", "--all", "id", "9"],
+            &["kill", "id"],
+            &["delete", "--force", "id"],
+            &[
+                "--debug",
+                "run",
+                "-d",
+                "--bundle",
+                "/b",
+                "--pid-file",
+                "/p",
+                "id",
+            ],
+            &[
+                "exec",
+                "--process",
+                "/p.json",
+                "--detach",
+                "--pid-file",
+                "/p",
+                "id",
+            ],
+            &[
+                "exec",
+                "-t",
+                "-e",
+                "A=1",
+                "--cwd",
+                "/",
+                "id",
+                "sh",
+                "-c",
+                "echo --help",
+            ],
+            &["ps", "--format", "json", "id"],
+        ];
+        for call in calls {
+            assert_eq!(lean(call), Some(full(call)), "{call:?}");
+        }
+        // A flag's value naming a lean command: the lean parse fails, and
+        // the whole command line parses it.
+        assert_eq!(lean(&["--root", "state", "delete", "id"]), None);
+        assert!(lean(&["state", "--help"]).is_none(), "help is never lean");
+        assert!(lean(&["sate", "id"]).is_none());
+    }
+}
