@@ -156,6 +156,17 @@ mod tests {
                 "echo --help",
             ],
             &["ps", "--format", "json", "id"],
+            &[
+                "run",
+                "--rootfs",
+                "/r",
+                "--gpus",
+                "0",
+                "--",
+                "nvidia-smi",
+                "-L",
+            ],
+            &["exec", "id", "--", "ls", "-l"],
         ];
         for call in calls {
             assert_eq!(lean(call), Some(full(call)), "{call:?}");
