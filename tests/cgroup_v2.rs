@@ -6,7 +6,7 @@
 //! here; membership, device rules (a BPF program) and cleanup are.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use gpurun_tests::*;
@@ -51,6 +51,25 @@ fn gpurun_v2_via(rt: &Runtime, remount: bool, wrapper: &[&str], args: &[&str]) -
         .arg(&rt.root)
         .args(args);
     run_cmd(&mut cmd, TIMEOUT)
+}
+
+/// `gpurun run` of the bundle at `dir` under `strace -f -e trace=SYSCALLS`,
+/// seeing cgroup v2 at /sys/fs/cgroup: its result and the trace.
+fn run_v2_traced(rt: &Runtime, remount: bool, syscalls: &str, dir: &Path) -> (Ran, String) {
+    let scratch = Scratch::new("v2strace");
+    let trace = scratch.path().join("trace");
+    let trace_arg = trace.to_string_lossy().into_owned();
+    let filter = format!("trace={syscalls}");
+    let strace = ["strace", "-f", "-qq", "-e", &filter, "-o", &trace_arg];
+    let dir = dir.to_string_lossy().into_owned();
+    let out = gpurun_v2_via(
+        rt,
+        remount,
+        &strace,
+        &["run", "--bundle", &dir, &unique("v2trace")],
+    );
+    let trace = fs::read_to_string(&trace).unwrap_or_default();
+    (out, trace)
 }
 
 #[test]
@@ -149,26 +168,8 @@ fn v2_start_clones_into_the_cgroup_and_moves_nothing() {
     let rt = Runtime::new();
     let bundle = Bundle::busybox();
     bundle.set_args(&["true"]);
-    let scratch = Scratch::new("v2strace");
-    let trace = scratch.path().join("trace");
-    let trace_arg = trace.to_string_lossy().into_owned();
-    let dir = bundle.dir.to_string_lossy().into_owned();
-    let out = gpurun_v2_via(
-        &rt,
-        remount,
-        &[
-            "strace",
-            "-f",
-            "-qq",
-            "-e",
-            "trace=openat,clone3",
-            "-o",
-            &trace_arg,
-        ],
-        &["run", "--bundle", &dir, &unique("v2clone")],
-    );
+    let (out, trace) = run_v2_traced(&rt, remount, "openat,clone3", &bundle.dir);
     out.ok();
-    let trace = fs::read_to_string(&trace).unwrap();
     assert!(
         trace.contains("CLONE_INTO_CGROUP"),
         "no clone into the cgroup:\n{trace}"
@@ -195,7 +196,6 @@ fn v2_without_a_cgroup_namespace_the_host_mount_is_bound() {
         return;
     };
     let rt = Runtime::new();
-    let scratch = Scratch::new("v2bind");
     let probe =
         "ls /sys/fs/cgroup | grep -qx gpurun && echo whole; (: > /sys/fs/cgroup/x) 2>&1; true";
     for cgroupns in [false, true] {
@@ -208,26 +208,8 @@ fn v2_without_a_cgroup_namespace_the_host_mount_is_bound() {
                 namespaces.push(json!({"type": "cgroup"}));
             }
         });
-        let trace = scratch.path().join(format!("trace-{cgroupns}"));
-        let trace_arg = trace.to_string_lossy().into_owned();
-        let dir = bundle.dir.to_string_lossy().into_owned();
-        let strace = [
-            "strace",
-            "-f",
-            "-qq",
-            "-e",
-            "trace=fsopen,open_tree",
-            "-o",
-            &trace_arg,
-        ];
-        let out = gpurun_v2_via(
-            &rt,
-            remount,
-            &strace,
-            &["run", "--bundle", &dir, &unique("v2bind")],
-        );
+        let (out, trace) = run_v2_traced(&rt, remount, "fsopen,open_tree", &bundle.dir);
         out.ok();
-        let trace = fs::read_to_string(&trace).unwrap();
         let bound = trace.contains("open_tree(AT_FDCWD, \"/sys/fs/cgroup\"");
         let mounted = trace.contains("fsopen(\"cgroup2\"");
         assert_eq!(

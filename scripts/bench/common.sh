@@ -12,11 +12,7 @@
 bench_setup
 user=gpurun-test
 sh scripts/fixtures/test-user.sh "$user"
-work=$(mktemp -d)
-chmod 755 "$work"
-state=$(mktemp -d -p /run)
-mount -t tmpfs -o mode=755,size=256m gpurun-bench "$state"
-trap 'umount -l "$state"; rm -rf "$work" "$state"' EXIT
+bench_dirs
 args='["true"]'
 bench_bundle "$work/bundle" "$g"
 sh scripts/fixtures/busybox-bundle.sh "$work/rootless" "$g" >/dev/null

@@ -31,6 +31,22 @@ bench_mode() {
   bench_setup
 }
 
+# bench_dirs: $work, a scratch directory others can read, and $state, the
+# runtimes' state root on a tmpfs of its own (as /run is on the hosts
+# users run), both removed on exit.
+bench_dirs() {
+  work=$(mktemp -d)
+  chmod 755 "$work"
+  state=$(mktemp -d -p /run)
+  mount -t tmpfs -o mode=755,size=256m gpurun-bench "$state"
+  trap 'umount -l "$state"; rm -rf "$work" "$state"' EXIT
+}
+
+# bench_version BINARY: the version its --version names first.
+bench_version() {
+  "$1" --version | awk 'NR == 1 {print $3}'
+}
+
 # bundle_args DIR JSON: the bundle's process runs JSON, with no terminal.
 bundle_args() {
   jq ".process.args = $2 | .process.terminal = false" "$1/config.json" > "$1/config.new"

@@ -12,11 +12,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 . scripts/bench/lib.sh
 bench_mode 40 "$@"
-work=$(mktemp -d)
-chmod 755 "$work"
-state=$(mktemp -d -p /run)
-mount -t tmpfs -o mode=755,size=256m gpurun-offcpu "$state"
-trap 'umount -l "$state"; rm -rf "$work" "$state"' EXIT
+bench_dirs
 bench_bundle "$work/bundle" "$g"
 echo "host: $(uname -r), $(nproc) CPUs, $(stat -f -c %T /sys/fs/cgroup)"
 for runtime in "$g" runc; do

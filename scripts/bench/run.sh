@@ -18,18 +18,18 @@ rounds=${1:-100}
 . scripts/bench/common.sh
 set -- "gpurun=$g --root $state/gpurun"
 if crun_runs; then
-  set -- "$@" "crun-$(crun --version | awk 'NR == 1 {print $3}')=crun --root $state/crun"
+  set -- "$@" "crun-$(bench_version crun)=crun --root $state/crun"
 else
   echo "(crun does not run on this host: left out)"
 fi
 if [ -n "${GPURUN_RUNC_CURRENT:-}" ]; then
-  if current=$("$GPURUN_RUNC_CURRENT" --version | awk 'NR == 1 {print $3}') && [ -n "$current" ]; then
+  if current=$(bench_version "$GPURUN_RUNC_CURRENT") && [ -n "$current" ]; then
     set -- "$@" "runc-$current=$GPURUN_RUNC_CURRENT --root $state/runc-current"
   else
     echo "($GPURUN_RUNC_CURRENT does not run here: left out)"
   fi
 fi
-set -- "$@" "runc-$(runc --version | awk 'NR == 1 {print $3}')=runc --root $state/runc"
+set -- "$@" "runc-$(bench_version runc)=runc --root $state/runc"
 echo "== root"
 python3 scripts/bench/interleave.py "$rounds" "$work/bundle" "$@"
 echo "== engine path, root"

@@ -57,9 +57,10 @@ fn lean_command(args: &[OsString]) -> Option<Command> {
     Some(top.subcommand(augment(Command::new(*name))))
 }
 
-fn try_parse(lean: Command, program: &OsString, args: Vec<OsString>) -> Option<Cli> {
-    let args = go_flags::normalize(&lean, args);
-    let matches = lean
+/// The command line as `command` parses it; none where it refuses it.
+fn try_parse(command: Command, program: &OsString, args: Vec<OsString>) -> Option<Cli> {
+    let args = go_flags::normalize(&command, args);
+    let matches = command
         .try_get_matches_from(std::iter::once(program.clone()).chain(args))
         .ok()?;
     Cli::from_arg_matches(&matches).ok()
@@ -71,12 +72,8 @@ mod tests {
 
     fn full(args: &[&str]) -> String {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        let command = Cli::command();
-        let args = go_flags::normalize(&command, args);
-        let matches = command
-            .try_get_matches_from(std::iter::once(OsString::from("gpurun")).chain(args))
-            .unwrap();
-        format!("{:?}", Cli::from_arg_matches(&matches).unwrap())
+        let cli = try_parse(Cli::command(), &OsString::from("gpurun"), args).unwrap();
+        format!("{cli:?}")
     }
 
     fn lean(args: &[&str]) -> Option<String> {

@@ -102,15 +102,17 @@ impl MountInfoProvider for ProcMountInfoProvider {
     }
 }
 
-/// gpurun patch: whether a new cgroup2 mount made by this process would
-/// be `/sys/fs/cgroup` itself: this process in the kernel's initial user
-/// and cgroup namespaces (their inode numbers are fixed), and the host's
-/// mount showing the hierarchy's root cgroup (kernfs inode 1). A new mount
-/// there is not free: the kernel applies its options to the whole
-/// hierarchy (a mount without `nsdelegate` clears it on the host's), and
-/// since 6.18 does so under `cgroup_threadgroup_rwsem` taken for writing,
-/// which waits for an RCU grace period: milliseconds a start.
-pub fn host_cgroup2_is_the_whole_hierarchy() -> bool {
+/// gpurun patch: on a unified host (`/sys/fs/cgroup` is cgroup2: the only
+/// place this is asked), whether a new cgroup2 mount made by this process
+/// would be `/sys/fs/cgroup` itself: this process in the kernel's initial
+/// user and cgroup namespaces (their inode numbers are fixed), and the
+/// host's mount showing the hierarchy's root cgroup (kernfs inode 1). A
+/// new mount there is not free: the kernel applies its options to the
+/// whole hierarchy (a mount without `nsdelegate` clears it on the host's),
+/// and since 6.18 does so under `cgroup_threadgroup_rwsem` taken for
+/// writing, which waits for an RCU grace period: milliseconds a start.
+#[cfg(feature = "v2")]
+fn host_cgroup2_is_the_whole_hierarchy() -> bool {
     const INIT_USER_NS_INO: u64 = 0xEFFF_FFFD;
     const INIT_CGROUP_NS_INO: u64 = 0xEFFF_FFFB;
     const ROOT_CGROUP_INO: u64 = 1;
@@ -118,8 +120,6 @@ pub fn host_cgroup2_is_the_whole_hierarchy() -> bool {
     ino("/proc/self/ns/user") == Some(INIT_USER_NS_INO)
         && ino("/proc/self/ns/cgroup") == Some(INIT_CGROUP_NS_INO)
         && ino(DEFAULT_CGROUP_ROOT) == Some(ROOT_CGROUP_INO)
-        && statfs(DEFAULT_CGROUP_ROOT)
-            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
 }
 
 #[derive(Debug)]
@@ -559,7 +559,12 @@ impl Mount {
         tracing::debug!("Mounting cgroup v2 filesystem");
 
         if !options.cgroup_ns && host_cgroup2_is_the_whole_hierarchy() {
-            return self.bind_host_cgroup2(cgroup_mount, options, mount_option_config);
+            return self.bind_cgroup2(
+                Path::new(DEFAULT_CGROUP_ROOT),
+                cgroup_mount,
+                options,
+                mount_option_config,
+            );
         }
 
         let cgroup_mount = SpecMountBuilder::default()
@@ -594,55 +599,40 @@ impl Mount {
             .map(|c| PathBuf::from(c.pathname))
             .ok_or_else(|| MountError::Custom("failed to find unified process cgroup".into()))?;
 
-            let bind_mount = SpecMountBuilder::default()
-                .typ("bind")
-                .source(host_mount.join_safely(process_cgroup).map_err(|err| {
-                    tracing::error!("failed to join host mount for cgroup hierarchy: {}", err);
-                    MountError::Other(err.into())
-                })?)
-                .destination(cgroup_mount.destination())
-                .options(Vec::new())
-                .build()
+            let source = host_mount.join_safely(process_cgroup).map_err(|err| {
+                tracing::error!("failed to join host mount for cgroup hierarchy: {}", err);
+                MountError::Other(err.into())
+            })?;
+            self.bind_cgroup2(&source, &cgroup_mount, options, mount_option_config)
                 .map_err(|err| {
-                    tracing::error!("failed to build cgroup bind mount: {}", err);
+                    tracing::error!("failed to bind mount cgroup hierarchy: {}", err);
                     err
                 })?;
-            tracing::debug!("{:?}", bind_mount);
-
-            let mut mount_option_config = (*mount_option_config).clone();
-            mount_option_config.flags |= MsFlags::MS_BIND;
-            self.mount_into_container(
-                &bind_mount,
-                options.root,
-                &mount_option_config,
-                options.label,
-            )
-            .map_err(|err| {
-                tracing::error!("failed to bind mount cgroup hierarchy: {}", err);
-                err
-            })?;
         }
 
         Ok(())
     }
 
-    /// gpurun patch: the host's own cgroup2 mount, bound (not recursively)
-    /// with the spec's flags: the same hierarchy, from the same root, that
-    /// a new mount gives a container with no cgroup namespace of its own
-    /// (see `host_cgroup2_is_the_whole_hierarchy`).
+    /// `source`, a directory of the host's cgroup2 mount, bound (not
+    /// recursively) at the cgroup mount's destination with the spec's
+    /// flags: the mount's root where a new mount would show it (gpurun
+    /// patch, see `host_cgroup2_is_the_whole_hierarchy`), else the
+    /// process's own cgroup where no new mount may be made.
     #[cfg(feature = "v2")]
-    fn bind_host_cgroup2(
+    fn bind_cgroup2(
         &self,
+        source: &Path,
         cgroup_mount: &SpecMount,
         options: &MountOptions,
         mount_option_config: &MountOptionConfig,
     ) -> Result<()> {
         let bind_mount = SpecMountBuilder::default()
             .typ("bind")
-            .source(DEFAULT_CGROUP_ROOT)
+            .source(source)
             .destination(cgroup_mount.destination())
             .options(Vec::new())
             .build()?;
+        tracing::debug!("{:?}", bind_mount);
         let mut mount_option_config = (*mount_option_config).clone();
         mount_option_config.flags |= MsFlags::MS_BIND;
         self.mount_into_container(
