@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from interleave import run_once
+from interleave import rotated, run_once
 
 STEPS = ["create", "start", "state", "kill+reap", "delete"]
 PR_SET_CHILD_SUBREAPER = 36
@@ -85,7 +85,7 @@ def main():
     times = {name: [] for name, _ in runtimes}
     with tempfile.TemporaryDirectory(prefix="bench-engine-") as scratch:
         for i in range(rounds + 3):
-            for name, command in runtimes:
+            for name, command in rotated(runtimes, i):
                 cid = f"engine-{name.replace('+', '-')}-{i}"
                 taken = one_path(shlex.split(command), bundle, cid, scratch)
                 if i >= 3:  # warm-up rounds are not counted

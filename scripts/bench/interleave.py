@@ -44,6 +44,13 @@ def run_once(argv, err_path):
     return os.waitstatus_to_exitcode(status), elapsed, usage.ru_utime + usage.ru_stime
 
 
+def rotated(runtimes, i):
+    """The runtimes in round i's order: each round starts one runtime later,
+    so that no runtime always follows the same one (and pays for what that
+    one left running), as parallel.py orders its rounds."""
+    return runtimes[i % len(runtimes):] + runtimes[: i % len(runtimes)]
+
+
 def become(user):
     """Drops root for USER, as a login would: its groups, ids and HOME."""
     import pwd
@@ -85,7 +92,7 @@ def main():
     err_path = tempfile.mktemp(prefix="bench-run-err-")
     try:
         for i in range(rounds + 3):
-            for name, command in runtimes:
+            for name, command in rotated(runtimes, i):
                 argv = shlex.split(command)
                 if bundle != "-":
                     argv += ["run", "--bundle", bundle]

@@ -51,8 +51,8 @@ root="$cache/bookworm"
 if [ ! -f "$root/.complete" ]; then
   rm -rf "$root"
   mkdir -p "$cache"
-  # The bare minimum a Debian 12 system has: no libseccomp, which the
-  # package must bring in through its Depends.
+  # The bare minimum a Debian 12 system has: whatever else the binary
+  # loads, the package must bring in through its Depends.
   mmdebstrap --quiet --variant=apt --mode=root \
     --skip=cleanup/apt/lists bookworm "$root" "$(sh scripts/fixtures/debian-mirror.sh)" >&2
   touch "$root/.complete"

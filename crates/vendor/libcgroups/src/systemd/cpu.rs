@@ -113,10 +113,10 @@ pub fn convert_shares_to_cgroup2(shares: u64) -> u64 {
         return MAX_WEIGHT;
     }
 
-    let log_shares = (shares as f64).log2();
+    let log_shares = libm::log2(shares as f64);
     let exponent = (log_shares * log_shares + 125.0 * log_shares) / 612.0 - 7.0 / 34.0;
 
-    (10f64.powf(exponent)).ceil() as u64
+    libm::pow(10.0, exponent).ceil() as u64
 }
 
 #[cfg(test)]

@@ -157,9 +157,9 @@ impl Cpu {
             return MAX_CPU_WEIGHT;
         }
 
-        let log_shares = (shares as f64).log2();
+        let log_shares = libm::log2(shares as f64);
         let exponent = (log_shares * log_shares + 125.0 * log_shares) / 612.0 - 7.0 / 34.0;
-        let weight = (10f64.powf(exponent)).ceil() as u64;
+        let weight = libm::pow(10.0, exponent).ceil() as u64;
 
         weight.clamp(1, MAX_CPU_WEIGHT)
     }
