@@ -792,6 +792,39 @@ fn strace_run_of_true(rt: &Runtime, calls: &str, id_prefix: &str) -> (Ran, Strin
     (out, fs::read_to_string(&trace).unwrap())
 }
 
+/// A root start with no user or time namespace clones the init straight
+/// into its new pid namespace: no intermediate process is made (it names
+/// itself `youki:[1:INTER]`), and the one clone that makes the init asks
+/// for the pid namespace. The container's process is still pid 1 there.
+#[test]
+fn a_root_start_makes_no_intermediate_process() {
+    require_root!();
+    let rt = Runtime::new();
+    let (out, trace) = strace_run_of_true(&rt, "clone,clone3,prctl", "nointer");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        !trace.contains("INTER]"),
+        "an intermediate process:\n{trace}"
+    );
+    assert!(trace.contains("youki:[2:INIT]"), "no init named:\n{trace}");
+    let new_pid_ns = trace
+        .lines()
+        .filter(|l| l.contains("clone") && l.contains("CLONE_NEWPID"))
+        .count();
+    assert_eq!(new_pid_ns, 1, "{trace}");
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["sh", "-c", "echo $$"]);
+    let out = rt.run([
+        "run",
+        "--bundle",
+        bundle.dir.to_str().unwrap(),
+        &unique("nointer"),
+    ]);
+    assert_eq!((out.code, out.stdout.trim()), (0, "1"), "{}", out.stderr);
+}
+
 /// On cgroup v1 the container's single-threaded intermediate process joins
 /// by moving its own thread through `tasks`: nothing is moved through
 /// `cgroup.procs`, which would cost an RCU grace period on every start.

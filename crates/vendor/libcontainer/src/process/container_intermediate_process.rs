@@ -140,15 +140,7 @@ pub fn container_intermediate_process(
     }
 
     // set limits and namespaces to the process
-    let proc = spec.process().as_ref().ok_or(MissingSpecError::Process)?;
-    if let Some(rlimits) = proc.rlimits() {
-        for rlimit in rlimits {
-            command.set_rlimit(rlimit).map_err(|err| {
-                tracing::error!(?err, ?rlimit, "failed to set rlimit");
-                err
-            })?;
-        }
-    }
+    set_rlimits(args, command.as_ref())?;
 
     if let Some(time_namespace) = namespaces.get(LinuxNamespaceType::Time)? {
         namespaces.unshare_or_setns(time_namespace)?;
@@ -196,30 +188,7 @@ pub fn container_intermediate_process(
                 );
                 return -1;
             }
-            match init_process::container_init_process(args, init_main_sender, init_receiver) {
-                Ok(_) => 0,
-                Err(e) => {
-                    tracing::error!("failed to initialize container process: {e}");
-                    if let Err(err) =
-                        init_main_sender.exec_failed(crate::utils::error_chain(&e))
-                    {
-                        tracing::error!(?err, "failed sending error to main sender");
-                    }
-                    if let ContainerType::TenantContainer { exec_notify_fd } = args.container_type {
-                        let buf = format!("{e}");
-                        let exec_notify_fd =
-                            unsafe { std::os::fd::OwnedFd::from_raw_fd(exec_notify_fd) };
-                        if let Err(err) = write(&exec_notify_fd, buf.as_bytes()) {
-                            tracing::error!(?err, "failed to write to exec notify fd");
-                        }
-
-                        // After sending the error through the exec_notify_fd,
-                        // we need to explicitly close the pipe.
-                        drop(exec_notify_fd);
-                    }
-                    -1
-                }
-            }
+            run_init(args, init_main_sender, init_receiver)
         })
     };
 
@@ -275,10 +244,77 @@ pub fn container_intermediate_process(
     Ok(())
 }
 
+/// The init process's work, from its first step to the exec: the
+/// process's exit status (its error sent to the main process).
+pub(crate) fn run_init(
+    args: &ContainerArgs,
+    init_main_sender: &mut MainSender,
+    init_receiver: &mut channel::InitReceiver,
+) -> i32 {
+    match init_process::container_init_process(args, init_main_sender, init_receiver) {
+        Ok(_) => 0,
+        Err(e) => {
+            tracing::error!("failed to initialize container process: {e}");
+            if let Err(err) = init_main_sender.exec_failed(crate::utils::error_chain(&e)) {
+                tracing::error!(?err, "failed sending error to main sender");
+            }
+            if let ContainerType::TenantContainer { exec_notify_fd } = args.container_type {
+                let buf = format!("{e}");
+                let exec_notify_fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(exec_notify_fd) };
+                if let Err(err) = write(&exec_notify_fd, buf.as_bytes()) {
+                    tracing::error!(?err, "failed to write to exec notify fd");
+                }
+
+                // After sending the error through the exec_notify_fd,
+                // we need to explicitly close the pipe.
+                drop(exec_notify_fd);
+            }
+            -1
+        }
+    }
+}
+
+/// gpurun patch: what the intermediate process does to itself before it
+/// clones the init, done by an init the main process cloned straight
+/// into its pid namespace (`container_main_process::clones_init_directly`:
+/// no user or time namespace, no pid namespace joined, no systemd).
+/// There `getpid()` names the caller in the namespace that reads it: the
+/// cgroup files (0 or its own pid) and sched_setaffinity.
+pub(crate) fn prepare_direct_init(args: &ContainerArgs) -> Result<()> {
+    let command = args.syscall.create_syscall();
+    let linux = args.spec.linux().as_ref().ok_or(MissingSpecError::Linux)?;
+    let rootless = rootless_required(command.as_ref()).unwrap_or(false);
+    let cgroup_manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
+        .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?
+        .with_rootless(rootless);
+    apply_cgroups(&cgroup_manager, linux.resources().as_ref(), true)?;
+    if let Err(err) = cpu_affinity::reset_to_all_cpus(Pid::this()) {
+        tracing::debug!(?err, "could not reset the CPU affinity");
+    }
+    set_rlimits(args, command.as_ref())
+}
+
+/// Sets the process's rlimits on the calling process (its children and
+/// the exec'd program inherit them).
+fn set_rlimits(args: &ContainerArgs, command: &dyn crate::syscall::Syscall) -> Result<()> {
+    let proc = args
+        .spec
+        .process()
+        .as_ref()
+        .ok_or(MissingSpecError::Process)?;
+    for rlimit in proc.rlimits().iter().flatten() {
+        command.set_rlimit(rlimit).map_err(|err| {
+            tracing::error!(?err, ?rlimit, "failed to set rlimit");
+            err
+        })?;
+    }
+    Ok(())
+}
+
 /// gpurun patch: appends "PID STARTTIME\n" for the calling process to
 /// `record`. `/proc` is still the host's here, so `/proc/self` names the
 /// host's pid even inside a new pid namespace.
-fn record_own_pid(record: std::os::fd::RawFd) {
+pub(crate) fn record_own_pid(record: std::os::fd::RawFd) {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return;
     };

@@ -63,16 +63,19 @@ pub fn container_clone(cb: CloneCb) -> Result<Pid, CloneError> {
 /// container start; a fork into the cgroup needs neither. Where the kernel
 /// or a seccomp filter refuses it, the child starts in our cgroup, as
 /// before, and joins through `cgroup.procs`.
+/// `flags` are further clone flags (CLONE_NEWPID for an init cloned with
+/// no intermediate process).
 pub fn container_clone_into(
     mut cb: CloneCb,
     cgroup: Option<std::os::fd::BorrowedFd>,
+    flags: u64,
 ) -> Result<Pid, CloneError> {
     use std::os::fd::AsRawFd;
     const CLONE_INTO_CGROUP: u64 = 0x200000000;
     if let Some(fd) = cgroup {
         match clone3_with(
             &mut cb,
-            CLONE_INTO_CGROUP,
+            CLONE_INTO_CGROUP | flags,
             Some(SIGCHLD as u64),
             fd.as_raw_fd() as u64,
         ) {
@@ -80,7 +83,7 @@ pub fn container_clone_into(
             Err(err) => tracing::debug!("clone into the cgroup: {err}; joining it afterwards"),
         }
     }
-    clone_internal(cb, 0, Some(SIGCHLD as u64))
+    clone_internal(cb, flags, Some(SIGCHLD as u64))
 }
 
 // An internal wrapper to manage the clone3 vs clone fallback logic.
