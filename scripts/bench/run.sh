@@ -5,7 +5,8 @@
 # medians, CPU per start, ratios and peak RSS (scripts/bench/interleave.py).
 # Then, as root against the same peers, the engine path (create, start,
 # state, kill, reap, delete of a `sleep`, as containerd's shim and conmon
-# call them: scripts/bench/engine.py), and the cost of gpurun's protected
+# call them: scripts/bench/engine.py), `run` under the systemd cgroup
+# driver where systemd is PID 1, and the cost of gpurun's protected
 # re-exec (scripts/bench/costs.py).
 # GPURUN_BIN=... uses that binary instead of building one; it must be a
 # root-owned install (as in /usr/local/bin) for the rootless figure to be
@@ -36,6 +37,17 @@ echo "== engine path, root"
 cp -a "$work/bundle" "$work/engine"
 bundle_args "$work/engine" '["sleep", "1000"]'
 python3 scripts/bench/engine.py "$rounds" "$work/engine" "$@"
+
+# Where systemd is PID 1 on pure cgroup v2, as on GPU hosts (and the
+# engines' default driver there): `run` again, every runtime with
+# --systemd-cgroup (a transient scope per start).
+if [ "$(cat /proc/1/comm)" = systemd ] && [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
+  echo "== root, systemd cgroup driver"
+  (
+    for runtime in "$@"; do set -- "$@" "$runtime --systemd-cgroup"; shift; done
+    python3 scripts/bench/interleave.py "$rounds" "$work/bundle" "$@"
+  ) || echo "(a runtime failed under the systemd driver: that table is left out)"
+fi
 
 echo "== rootless ($user)"
 python3 scripts/bench/interleave.py --as "$user" "$rounds" "$work/rootless" \

@@ -167,6 +167,8 @@ pub enum SystemdManagerError {
 
     #[error("Timeout waiting for pid {0} to be added to cgroup")]
     WaitForProcessInCgroupTimeout(String),
+    #[error("systemd's start job for {unit} ended \"{result}\", not \"done\"")]
+    StartJob { unit: String, result: String },
 
     #[error("in cpu controller: {0}")]
     Cpu(#[from] super::cpu::SystemdCpuError),
@@ -185,6 +187,10 @@ pub enum SystemdManagerError {
     )]
     SystemdNotAvailable,
 }
+
+/// gpurun patch: how often a start looks for its process in the new
+/// scope's cgroup while it waits on the bus for the scope's start job.
+const SCOPE_LOOK_INTERVAL: Duration = Duration::from_millis(1);
 
 impl Manager {
     pub fn new(
@@ -414,31 +420,60 @@ impl Manager {
         Ok(())
     }
 
+    /// gpurun patch: waits until `pid` is in the new scope's cgroup or the
+    /// scope's start `job` has ended, whichever comes first. systemd
+    /// replies before it runs the job, and moves the process some time
+    /// before it signals the job's end (tens of milliseconds apart in an
+    /// emulated guest). This looked every 20 ms, sleeping in between, so
+    /// every start under the systemd driver slept at least 20 ms; it now
+    /// reads the bus for the job's end and looks again every
+    /// `SCOPE_LOOK_INTERVAL`, and a job that fails is an error at once.
+    fn wait_for_scope_start(&self, job: &str, pid: Pid) -> Result<(), SystemdManagerError> {
+        let start = Instant::now();
+        while start.elapsed() < self.cgroup_wait_timeout_duration {
+            if self.process_in_cgroup(pid)? {
+                return Ok(());
+            }
+            match self.client.wait_for_job(job, SCOPE_LOOK_INTERVAL)? {
+                None => continue,
+                Some(result) if result == "done" => return self.wait_for_process_in_cgroup(pid),
+                Some(result) => {
+                    return Err(SystemdManagerError::StartJob {
+                        unit: self.unit_name.clone(),
+                        result,
+                    });
+                }
+            }
+        }
+        Err(SystemdManagerError::WaitForProcessInCgroupTimeout(
+            pid.to_string(),
+        ))
+    }
+
     fn wait_for_process_in_cgroup(&self, pid: Pid) -> Result<(), SystemdManagerError> {
         let start = Instant::now();
         while start.elapsed() < self.cgroup_wait_timeout_duration {
-            // If it fails, it most likely means that the cgroup hasn't been set up yet.
-            let result = self.fs_manager.get_all_pids();
-            if let Ok(pids) = result {
-                if pids.contains(&pid) {
-                    tracing::info!("Process {} successfully added to cgroup", pid);
-                    return Ok(());
-                }
-            } else if let Err(e) = result {
-                if let V2ManagerError::WrappedIo(ref wrapped_io_error) = e {
-                    if !matches!(wrapped_io_error, WrappedIoError::Read { .. }) {
-                        return Err(e.into());
-                    }
-                } else {
-                    return Err(e.into());
-                }
+            if self.process_in_cgroup(pid)? {
+                return Ok(());
             }
-
             std::thread::sleep(Duration::from_millis(20));
         }
         Err(SystemdManagerError::WaitForProcessInCgroupTimeout(
             pid.to_string(),
         ))
+    }
+
+    fn process_in_cgroup(&self, pid: Pid) -> Result<bool, SystemdManagerError> {
+        match self.fs_manager.get_all_pids() {
+            Ok(pids) if pids.contains(&pid) => {
+                tracing::info!("Process {} successfully added to cgroup", pid);
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            // The cgroup is not there yet.
+            Err(V2ManagerError::WrappedIo(WrappedIoError::Read { .. })) => Ok(false),
+            Err(err) => Err(err.into()),
+        }
     }
 
     fn get_available_controllers<P: AsRef<Path>>(
@@ -495,17 +530,13 @@ impl CgroupManager for Manager {
         }
 
         tracing::debug!("Starting {:?}", self.unit_name);
-        self.client.start_transient_unit(
+        let job = self.client.start_transient_unit(
             &self.container_name,
             pid.as_raw() as u32,
             &self.destructured_path.parent,
             &self.unit_name,
         )?;
-
-        // There is a chance that the intermediate process ends before systemd gets the dbus message to add it to transit unit.
-        self.wait_for_process_in_cgroup(pid)?;
-
-        Ok(())
+        self.wait_for_scope_start(&job, pid)
     }
 
     fn apply(&self, controller_opt: &ControllerOpt) -> Result<(), Self::Error> {
@@ -633,8 +664,16 @@ mod tests {
             _pid: u32,
             _parent: &str,
             _unit_name: &str,
-        ) -> Result<(), SystemdClientError> {
-            Ok(())
+        ) -> Result<String, SystemdClientError> {
+            Ok("/org/freedesktop/systemd1/job/1".into())
+        }
+
+        fn wait_for_job(
+            &self,
+            _job: &str,
+            _timeout: Duration,
+        ) -> Result<Option<String>, SystemdClientError> {
+            Ok(Some("done".into()))
         }
 
         fn stop_transient_unit(&self, _unit_name: &str) -> Result<(), SystemdClientError> {

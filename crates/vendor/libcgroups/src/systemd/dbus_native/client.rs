@@ -8,13 +8,24 @@ pub trait SystemdClient {
 
     fn transient_unit_exists(&self, unit_name: &str) -> bool;
 
+    /// Asks systemd for the unit and returns the path of its start job:
+    /// systemd replies before it runs the job (gpurun patch).
     fn start_transient_unit(
         &self,
         container_name: &str,
         pid: u32,
         parent: &str,
         unit_name: &str,
-    ) -> Result<(), SystemdClientError>;
+    ) -> Result<String, SystemdClientError>;
+
+    /// gpurun patch: the result ("done", "failed", ...) of the job
+    /// `start_transient_unit` returned, once systemd's JobRemoved signal
+    /// for it comes; `None` if it has not come within `timeout`.
+    fn wait_for_job(
+        &self,
+        job: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Option<String>, SystemdClientError>;
 
     fn stop_transient_unit(&self, unit_name: &str) -> Result<(), SystemdClientError>;
 

@@ -1,7 +1,9 @@
 use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::socket;
@@ -49,6 +51,13 @@ pub struct DbusConnection {
     // This must be atomic, so that we can take non-mutable reference to self
     // and still increment this
     msg_ctr: AtomicU32,
+    /// gpurun patch: whether the bus delivers systemd's JobRemoved
+    /// signals to this connection (an AddMatch sent; a direct connection
+    /// to systemd gets them unasked).
+    matches_jobs: AtomicBool,
+    /// gpurun patch: the (job, result) of each JobRemoved signal read while
+    /// a method reply was awaited.
+    removed_jobs: Mutex<Vec<(String, String)>>,
 }
 
 #[inline(always)]
@@ -215,6 +224,8 @@ impl DbusConnection {
             msg_ctr: AtomicU32::new(0),
             id: None,
             system,
+            matches_jobs: AtomicBool::new(false),
+            removed_jobs: Mutex::new(Vec::new()),
         })
     }
 
@@ -420,6 +431,7 @@ impl DbusConnection {
 
             let is_final = msg.preamble.mtype == MessageType::MethodReturn
                 || msg.preamble.mtype == MessageType::Error;
+            self.note_removed_job(&msg);
             ret.push(msg);
 
             if is_final {
@@ -444,6 +456,88 @@ impl DbusConnection {
     fn create_proxy(&self) -> Proxy<'_> {
         self.proxy("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
     }
+
+    /// gpurun patch: asks the bus for systemd's JobRemoved signals, once
+    /// per connection. systemd sends them for a job to the client that
+    /// queued it; a bus daemon passes broadcast signals on only to a
+    /// connection with a matching rule. A direct connection (no `id`)
+    /// needs none.
+    fn match_job_signals(&self) -> Result<()> {
+        if self.id.is_none() || self.matches_jobs.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let rule = "type='signal',sender='org.freedesktop.systemd1',\
+                    interface='org.freedesktop.systemd1.Manager',member='JobRemoved'";
+        self.proxy("org.freedesktop.DBus", "/org/freedesktop/DBus")
+            .method_call::<String, ()>("org.freedesktop.DBus", "AddMatch", Some(rule.into()))?;
+        self.matches_jobs.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// gpurun patch: keeps the job and result of a JobRemoved signal.
+    fn note_removed_job(&self, msg: &Message) {
+        if let Some(removed) = removed_job(msg)
+            && let Ok(mut jobs) = self.removed_jobs.lock()
+        {
+            jobs.push(removed);
+        }
+    }
+
+    fn take_removed_job(&self, job: &str) -> Option<String> {
+        let mut jobs = self.removed_jobs.lock().ok()?;
+        let at = jobs.iter().position(|(path, _)| path == job)?;
+        Some(jobs.swap_remove(at).1)
+    }
+
+    /// gpurun patch: waits for systemd's JobRemoved signal of `job`,
+    /// reading the socket (no timer), and returns its result, or `None`
+    /// when none came within `timeout`.
+    fn wait_for_removed_job(&self, job: &str, timeout: Duration) -> Result<Option<String>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(result) = self.take_removed_job(job) {
+                return Ok(Some(result));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.readable_within(left)? {
+                return Ok(None);
+            }
+            let bytes = self.read_one_message()?;
+            let msg = Message::deserialize(&bytes, &mut 0)?;
+            self.note_removed_job(&msg);
+        }
+    }
+
+    fn readable_within(&self, timeout: Duration) -> Result<bool> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        // SAFETY: the connection owns `socket` for its whole lifetime.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.socket) };
+        let millis = u16::try_from(timeout.as_millis().max(1)).unwrap_or(u16::MAX);
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(millis)) {
+            Ok(ready) => Ok(ready > 0),
+            Err(Errno::EINTR) => Ok(true),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+/// The (job, result) of a JobRemoved signal (body `uoss`: id, job, unit,
+/// result); `None` for any other message.
+fn removed_job(msg: &Message) -> Option<(String, String)> {
+    if msg.preamble.mtype != MessageType::Signal {
+        return None;
+    }
+    let member = msg.headers.iter().find(|h| h.kind == HeaderKind::Member)?;
+    if !matches!(&member.value, HeaderValue::String(name) if name == "JobRemoved") {
+        return None;
+    }
+    let mut at = 0;
+    u32::deserialize(&msg.body, &mut at).ok()?;
+    let job = String::deserialize(&msg.body, &mut at).ok()?;
+    String::deserialize(&msg.body, &mut at).ok()?;
+    let result = String::deserialize(&msg.body, &mut at).ok()?;
+    Some((job, result))
 }
 
 impl SystemdClient for DbusConnection {
@@ -465,7 +559,7 @@ impl SystemdClient for DbusConnection {
         pid: u32,
         parent: &str,
         unit_name: &str,
-    ) -> Result<()> {
+    ) -> Result<String> {
         // To view and introspect the methods under the 'org.freedesktop.systemd1' destination
         // and object path under it use the following command:
         // `gdbus introspect --system --dest org.freedesktop.systemd1 --object-path /org/freedesktop/systemd1`
@@ -506,14 +600,19 @@ impl SystemdClient for DbusConnection {
             .into_iter()
             .map(|(k, v)| Structure::new(k.into(), v))
             .collect();
+        let failed = |err| SystemdClientError::FailedTransient {
+            err: Box::new(err),
+            unit_name: unit_name.into(),
+            parent: parent.into(),
+        };
+        self.match_job_signals().map_err(failed)?;
         proxy
             .start_transient_unit(unit_name, "replace", props, vec![])
-            .map_err(|err| SystemdClientError::FailedTransient {
-                err: Box::new(err),
-                unit_name: unit_name.into(),
-                parent: parent.into(),
-            })?;
-        Ok(())
+            .map_err(failed)
+    }
+
+    fn wait_for_job(&self, job: &str, timeout: Duration) -> Result<Option<String>> {
+        self.wait_for_removed_job(job, timeout)
     }
 
     fn stop_transient_unit(&self, unit_name: &str) -> Result<()> {
@@ -581,6 +680,8 @@ impl DbusConnection {
             socket: fd,
             id: None,
             msg_ctr: AtomicU32::new(0),
+            matches_jobs: AtomicBool::new(false),
+            removed_jobs: Mutex::new(Vec::new()),
         }
     }
 }
@@ -692,6 +793,84 @@ mod tests {
             res,
             Err(SystemdClientError::DBus(DbusError::MethodCallErr(_)))
         ))
+    }
+
+    /// A JobRemoved signal as systemd sends it (body `uoss`).
+    fn job_removed_signal(id: u32, job: &str, result: &str) -> Vec<u8> {
+        use super::super::message::{Header, HeaderKind, HeaderValue, Message, MessageType};
+        use super::super::serialize::DbusSerialize;
+        let member = |name: &str| Header {
+            kind: HeaderKind::Member,
+            value: HeaderValue::String(name.into()),
+        };
+        let mut body = Vec::new();
+        id.serialize(&mut body);
+        job.to_string().serialize(&mut body);
+        "gpurun-x.scope".to_string().serialize(&mut body);
+        result.to_string().serialize(&mut body);
+        Message::new(MessageType::Signal, id, vec![member("JobRemoved")], body).serialize()
+    }
+
+    #[test]
+    fn wait_for_job_returns_the_result_of_its_own_job() {
+        let (a, b) = socket::socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::empty(),
+        )
+        .unwrap();
+        let mut stream = job_removed_signal(6, "/org/freedesktop/systemd1/job/6", "failed");
+        stream.extend(job_removed_signal(
+            7,
+            "/org/freedesktop/systemd1/job/7",
+            "done",
+        ));
+        socket::send(a.as_raw_fd(), &stream, socket::MsgFlags::empty()).unwrap();
+
+        let conn = DbusConnection::for_test(b.as_raw_fd());
+        let wait = std::time::Duration::from_secs(5);
+        let result = conn.wait_for_removed_job("/org/freedesktop/systemd1/job/7", wait);
+        assert_eq!(result.unwrap().as_deref(), Some("done"));
+        // The other job's signal, read on the way, is kept for its waiter.
+        let result = conn.wait_for_removed_job("/org/freedesktop/systemd1/job/6", wait);
+        assert_eq!(result.unwrap().as_deref(), Some("failed"));
+    }
+
+    #[test]
+    fn wait_for_job_gives_up_when_no_signal_comes() {
+        let (_a, b) = socket::socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::empty(),
+        )
+        .unwrap();
+        let conn = DbusConnection::for_test(b.as_raw_fd());
+        let wait = std::time::Duration::from_millis(50);
+        let result = conn.wait_for_removed_job("/org/freedesktop/systemd1/job/7", wait);
+        assert_eq!(result.unwrap(), None);
+    }
+
+    #[test]
+    fn removed_job_ignores_other_signals() {
+        use super::super::message::{Header, HeaderKind, HeaderValue, Message, MessageType};
+        let bytes = job_removed_signal(7, "/org/freedesktop/systemd1/job/7", "done");
+        let msg = Message::deserialize(&bytes, &mut 0).unwrap();
+        assert_eq!(
+            super::removed_job(&msg),
+            Some(("/org/freedesktop/systemd1/job/7".into(), "done".into()))
+        );
+        let other = Message::new(
+            MessageType::Signal,
+            1,
+            vec![Header {
+                kind: HeaderKind::Member,
+                value: HeaderValue::String("JobNew".into()),
+            }],
+            msg.body.clone(),
+        );
+        assert_eq!(super::removed_job(&other), None);
     }
 
     #[test]

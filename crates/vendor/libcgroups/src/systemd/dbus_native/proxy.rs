@@ -175,11 +175,9 @@ impl<'conn> Proxy<'conn> {
         )
     }
 
-    // Note that because we do not listen to the jobRemoved signal
-    // similar to runc, it is possible that when this method returns
-    // the unit is not yet started, however, because we do expect a reply
-    // (according to message flags we send), it is possible that dbus only returns
-    // after unit is started. Need to investigate more
+    // Returns the job's object path: systemd replies before it runs the
+    // job, so the unit is started only when the job's JobRemoved signal
+    // comes (gpurun patch: DbusConnection::wait_for_job).
     pub fn start_transient_unit(
         &self,
         name: &str,
