@@ -59,16 +59,24 @@ check "delete of that container: exit 0" 0 "$?"
 
 # The create waits on the bus for its scope's start job (JobRemoved) or
 # its process in the scope's cgroup, whichever comes first: a `run` makes
-# no sleeping call (it slept 20 ms at a time on every start before).
+# no sleeping call (it slept 20 ms at a time on every start before). The
+# runtime starts the scope for the init it cloned straight into the new
+# pid namespace, with no intermediate process.
 hostlib=/host/lib/x86_64-linux-gnu
-jq '.process.args = ["true"] | .linux.cgroupsPath = "system.slice:gpurun:sdnosleep"' \
+jq '.process.args = ["sh", "-c", "echo pid=$$; cat /proc/self/cgroup"]
+  | .linux.cgroupsPath = "system.slice:gpurun:sdnosleep"' \
   "$work/bb/config.json" > "$bundle/config.json"
-"$hostlib/ld-linux-x86-64.so.2" --library-path "$hostlib:/host/usr/lib/x86_64-linux-gnu" \
-  /host/usr/bin/strace -f -o /tmp/sdnosleep.trace -e trace=nanosleep,clock_nanosleep \
-  "$gpurun" --systemd-cgroup run --bundle "$bundle" sdnosleep
-check "--systemd-cgroup run of true under strace: exit 0" 0 "$?"
+out=$("$hostlib/ld-linux-x86-64.so.2" --library-path "$hostlib:/host/usr/lib/x86_64-linux-gnu" \
+  /host/usr/bin/strace -f -o /tmp/sdnosleep.trace \
+  -e trace=nanosleep,clock_nanosleep,clone,clone3,prctl \
+  "$gpurun" --systemd-cgroup run --bundle "$bundle" sdnosleep)
+check "--systemd-cgroup run under strace: exit 0" 0 "$?"
 check "a --systemd-cgroup start makes no sleeping call" 0 \
   "$(grep -c nanosleep /tmp/sdnosleep.trace)"
+check "no intermediate process under the systemd driver" 0 "$(grep -c 'INTER]' /tmp/sdnosleep.trace)"
+check "one clone, into the new pid namespace" 1 "$(grep -c 'clone.*CLONE_NEWPID' /tmp/sdnosleep.trace)"
+check_contains "the init is pid 1 in its namespace" "pid=1" "$out"
+check_contains "the init is in its scope" "0::/system.slice/gpurun-sdnosleep.scope" "$out"
 
 out=$("$gpurun" doctor 2>&1)
 check_contains "doctor: device rules under systemd are enforced" "ok    device rules under systemd: enforced" "$out"

@@ -402,6 +402,13 @@ impl InitSender {
         Ok(())
     }
 
+    /// gpurun patch: tells a directly cloned init that it is in its
+    /// systemd scope.
+    pub fn cgroup_joined(&mut self) -> Result<(), ChannelError> {
+        self.sender.send(Message::CgroupJoined)?;
+        Ok(())
+    }
+
     pub fn move_network_device(
         &mut self,
         addrs: HashMap<String, Vec<CidrAddress>>,
@@ -462,6 +469,20 @@ impl InitReceiver {
         match msg {
             Message::MoveNetworkDevice(addr) => Ok(addr),
             msg => Err(ChannelError::unexpected("MoveNetworkDevice", msg)),
+        }
+    }
+
+    pub fn wait_for_cgroup_joined(&mut self) -> Result<(), ChannelError> {
+        let msg = self
+            .receiver
+            .recv()
+            .map_err(|err| ChannelError::ReceiveError {
+                msg: "waiting for the systemd scope".to_string(),
+                source: err,
+            })?;
+        match msg {
+            Message::CgroupJoined => Ok(()),
+            msg => Err(ChannelError::unexpected("CgroupJoined", msg)),
         }
     }
 

@@ -277,21 +277,41 @@ pub(crate) fn run_init(
 /// gpurun patch: what the intermediate process does to itself before it
 /// clones the init, done by an init the main process cloned straight
 /// into its pid namespace (`container_main_process::clones_init_directly`:
-/// no user or time namespace, no pid namespace joined, no systemd).
-/// There `getpid()` names the caller in the namespace that reads it: the
-/// cgroup files (0 or its own pid) and sched_setaffinity.
-pub(crate) fn prepare_direct_init(args: &ContainerArgs) -> Result<()> {
+/// no user or time namespace, no pid namespace joined). There `getpid()`
+/// names the caller in the namespace that reads it: the cgroup files (0
+/// or its own pid) and sched_setaffinity. systemd is the exception: it
+/// takes a pid in the host's pid namespace, so the main process starts
+/// the scope (`join_systemd_scope`) and this waits for its word.
+pub(crate) fn prepare_direct_init(
+    args: &ContainerArgs,
+    init_receiver: &mut channel::InitReceiver,
+) -> Result<()> {
     let command = args.syscall.create_syscall();
     let linux = args.spec.linux().as_ref().ok_or(MissingSpecError::Linux)?;
-    let rootless = rootless_required(command.as_ref()).unwrap_or(false);
-    let cgroup_manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
-        .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?
-        .with_rootless(rootless);
-    apply_cgroups(&cgroup_manager, linux.resources().as_ref(), true)?;
+    if args.cgroup_config.systemd_cgroup {
+        init_receiver.wait_for_cgroup_joined()?;
+    } else {
+        let rootless = rootless_required(command.as_ref()).unwrap_or(false);
+        let cgroup_manager =
+            libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
+                .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?
+                .with_rootless(rootless);
+        apply_cgroups(&cgroup_manager, linux.resources().as_ref(), true)?;
+    }
     if let Err(err) = cpu_affinity::reset_to_all_cpus(Pid::this()) {
         tracing::debug!(?err, "could not reset the CPU affinity");
     }
     set_rlimits(args, command.as_ref())
+}
+
+/// gpurun patch: starts the systemd scope of a directly cloned init, from
+/// the main process, with the init's pid in the host's pid namespace,
+/// and applies the spec's resources to it.
+pub(crate) fn join_systemd_scope(args: &ContainerArgs, init_pid: Pid) -> Result<()> {
+    let linux = args.spec.linux().as_ref().ok_or(MissingSpecError::Linux)?;
+    let cgroup_manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
+        .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?;
+    apply_cgroups_for(&cgroup_manager, init_pid, linux.resources().as_ref(), true)
 }
 
 /// Sets the process's rlimits on the calling process (its children and
@@ -404,7 +424,19 @@ fn apply_cgroups<
     resources: Option<&LinuxResources>,
     init: bool,
 ) -> Result<()> {
-    let pid = getpid();
+    apply_cgroups_for(cmanager, getpid(), resources, init)
+}
+
+/// Adds `pid` to the cgroup and, for an init, applies the resources.
+fn apply_cgroups_for<
+    C: CgroupManager<Error = E> + ?Sized,
+    E: std::error::Error + Send + Sync + 'static,
+>(
+    cmanager: &C,
+    pid: Pid,
+    resources: Option<&LinuxResources>,
+    init: bool,
+) -> Result<()> {
     cmanager.add_task(pid).map_err(|err| {
         tracing::error!(?pid, ?err, ?init, "failed to add task to cgroup");
         IntermediateProcessError::Cgroup(err.to_string())

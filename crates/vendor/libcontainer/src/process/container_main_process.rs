@@ -37,6 +37,9 @@ pub enum ProcessError {
     /// gpurun patch: the init cloned with no intermediate process.
     #[error("failed to create init process")]
     InitProcessFailed(#[source] fork::CloneError),
+    /// gpurun patch: the scope of an init cloned with no intermediate.
+    #[error(transparent)]
+    SystemdScope(container_intermediate_process::IntermediateProcessError),
     #[error("failed seccomp listener")]
     #[cfg(feature = "libseccomp")]
     SeccompListener(#[from] crate::process::seccomp_listener::SeccompListenerError),
@@ -130,6 +133,11 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
         err
     })?;
     let (mut init_sender, init_receiver) = init_chan;
+    if intermediate_pid.is_none() && container_args.cgroup_config.systemd_cgroup {
+        container_intermediate_process::join_systemd_scope(container_args, init_pid)
+            .map_err(ProcessError::SystemdScope)?;
+        init_sender.cgroup_joined()?;
+    }
 
     // if file to write the pid to is specified, write pid of the child
     if let Some(pid_file) = &container_args.pid_file {
@@ -275,14 +283,13 @@ pub fn container_main_process(container_args: &ContainerArgs) -> Result<Pid> {
 /// namespace joined by path (each applies to children only). Without
 /// them it was a whole process made, faulted in and reaped on every start
 /// (11% of a `run`'s CPU time in a pure v2 guest, 16% on a v1 VM). The
-/// init then joins its cgroup itself, which takes a host pid under
-/// systemd (a D-Bus call), so systemd keeps the intermediate; so do exec
-/// and `as_sibling`.
+/// init then joins its cgroup itself, or, under systemd (a D-Bus call
+/// that takes a host pid), this process starts its scope
+/// (`join_systemd_scope`). exec and `as_sibling` keep the intermediate.
 fn clones_init_directly(args: &ContainerArgs) -> bool {
     if !matches!(args.container_type, ContainerType::InitContainer)
         || args.as_sibling
         || args.user_ns_config.is_some()
-        || args.cgroup_config.systemd_cgroup
     {
         return false;
     }
@@ -323,7 +330,7 @@ fn clone_init(
             tracing::error!(?err, "failed to close the init sender in the init process");
             return -1;
         }
-        if let Err(err) = container_intermediate_process::prepare_direct_init(args) {
+        if let Err(err) = container_intermediate_process::prepare_direct_init(args, init_receiver) {
             tracing::error!("failed to prepare the init process: {err}");
             let _ = init_main_sender.exec_failed(crate::utils::error_chain(&err));
             return -1;

@@ -27,6 +27,8 @@ pub enum Message {
     MountFdError(String),
     HookRequest,
     HookDone,
+    /// gpurun patch: the main process put the init into its systemd scope.
+    CgroupJoined,
 }
 
 impl fmt::Display for Message {
@@ -44,6 +46,7 @@ impl fmt::Display for Message {
             Message::SeccompNotifyDone => write!(f, "SeccompNotifyDone"),
             Message::HookRequest => write!(f, "HookRequest"),
             Message::HookDone => write!(f, "HookDone"),
+            Message::CgroupJoined => write!(f, "CgroupJoined"),
             Message::AskMountFd(msg) => write!(f, "AskMountFd({:?})", msg),
             Message::MountFdReply => write!(f, "MountFdReply"),
             Message::MountFdError(err) => write!(f, "MountFdError({})", err),
