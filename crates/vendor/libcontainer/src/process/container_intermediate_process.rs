@@ -53,9 +53,7 @@ pub fn container_intermediate_process(
     let linux = spec.linux().as_ref().ok_or(MissingSpecError::Linux)?;
     let namespaces = Namespaces::try_from(linux.namespaces().as_ref())?;
     let rootless = rootless_required(command.as_ref()).unwrap_or(false);
-    let cgroup_manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
-        .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?
-        .with_rootless(rootless);
+    let cgroup_manager = container_cgroup_manager(args, rootless)?;
 
     let current_pid = Pid::this();
     // setting CPU affinity for tenant container before cgroup move
@@ -292,10 +290,7 @@ pub(crate) fn prepare_direct_init(
         init_receiver.wait_for_cgroup_joined()?;
     } else {
         let rootless = rootless_required(command.as_ref()).unwrap_or(false);
-        let cgroup_manager =
-            libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
-                .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?
-                .with_rootless(rootless);
+        let cgroup_manager = container_cgroup_manager(args, rootless)?;
         apply_cgroups(&cgroup_manager, linux.resources().as_ref(), true)?;
     }
     if let Err(err) = cpu_affinity::reset_to_all_cpus(Pid::this()) {
@@ -309,9 +304,19 @@ pub(crate) fn prepare_direct_init(
 /// and applies the spec's resources to it.
 pub(crate) fn join_systemd_scope(args: &ContainerArgs, init_pid: Pid) -> Result<()> {
     let linux = args.spec.linux().as_ref().ok_or(MissingSpecError::Linux)?;
-    let cgroup_manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
-        .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?;
+    // systemd's manager has no rootless mode (`with_rootless` leaves it).
+    let cgroup_manager = container_cgroup_manager(args, false)?;
     apply_cgroups_for(&cgroup_manager, init_pid, linux.resources().as_ref(), true)
+}
+
+/// The container's cgroup manager, told whether the runtime is rootless.
+fn container_cgroup_manager(
+    args: &ContainerArgs,
+    rootless: bool,
+) -> Result<libcgroups::common::AnyCgroupManager> {
+    let manager = libcgroups::common::create_cgroup_manager(args.cgroup_config.to_owned())
+        .map_err(|e| IntermediateProcessError::Cgroup(e.to_string()))?;
+    Ok(manager.with_rootless(rootless))
 }
 
 /// Sets the process's rlimits on the calling process (its children and

@@ -489,25 +489,6 @@ impl DbusConnection {
         Some(jobs.swap_remove(at).1)
     }
 
-    /// gpurun patch: waits for systemd's JobRemoved signal of `job`,
-    /// reading the socket (no timer), and returns its result, or `None`
-    /// when none came within `timeout`.
-    fn wait_for_removed_job(&self, job: &str, timeout: Duration) -> Result<Option<String>> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(result) = self.take_removed_job(job) {
-                return Ok(Some(result));
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || !self.readable_within(left)? {
-                return Ok(None);
-            }
-            let bytes = self.read_one_message()?;
-            let msg = Message::deserialize(&bytes, &mut 0)?;
-            self.note_removed_job(&msg);
-        }
-    }
-
     fn readable_within(&self, timeout: Duration) -> Result<bool> {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         // SAFETY: the connection owns `socket` for its whole lifetime.
@@ -611,8 +592,22 @@ impl SystemdClient for DbusConnection {
             .map_err(failed)
     }
 
+    /// gpurun patch: reads the socket (no timer) until the JobRemoved
+    /// signal of `job` comes or `timeout` passes.
     fn wait_for_job(&self, job: &str, timeout: Duration) -> Result<Option<String>> {
-        self.wait_for_removed_job(job, timeout)
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(result) = self.take_removed_job(job) {
+                return Ok(Some(result));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.readable_within(left)? {
+                return Ok(None);
+            }
+            let bytes = self.read_one_message()?;
+            let msg = Message::deserialize(&bytes, &mut 0)?;
+            self.note_removed_job(&msg);
+        }
     }
 
     fn stop_transient_unit(&self, unit_name: &str) -> Result<()> {
@@ -693,6 +688,7 @@ mod tests {
     use nix::sys::socket::{self, AddressFamily, SockFlag, SockType};
     use nix::unistd::getuid;
 
+    use super::super::client::SystemdClient;
     use super::super::utils::Result;
     use super::{DbusConnection, SystemdClientError, uid_to_hex_str};
 
@@ -830,10 +826,10 @@ mod tests {
 
         let conn = DbusConnection::for_test(b.as_raw_fd());
         let wait = std::time::Duration::from_secs(5);
-        let result = conn.wait_for_removed_job("/org/freedesktop/systemd1/job/7", wait);
+        let result = conn.wait_for_job("/org/freedesktop/systemd1/job/7", wait);
         assert_eq!(result.unwrap().as_deref(), Some("done"));
         // The other job's signal, read on the way, is kept for its waiter.
-        let result = conn.wait_for_removed_job("/org/freedesktop/systemd1/job/6", wait);
+        let result = conn.wait_for_job("/org/freedesktop/systemd1/job/6", wait);
         assert_eq!(result.unwrap().as_deref(), Some("failed"));
     }
 
@@ -848,7 +844,7 @@ mod tests {
         .unwrap();
         let conn = DbusConnection::for_test(b.as_raw_fd());
         let wait = std::time::Duration::from_millis(50);
-        let result = conn.wait_for_removed_job("/org/freedesktop/systemd1/job/7", wait);
+        let result = conn.wait_for_job("/org/freedesktop/systemd1/job/7", wait);
         assert_eq!(result.unwrap(), None);
     }
 
