@@ -37,6 +37,11 @@ cargo test --locked --manifest-path crates/vendor/libcgroups/Cargo.toml --featur
   --lib -q -- --skip dbus_native::dbus::tests::test_dbus_ --skip systemd::manager::tests::test_task_addition \
   --skip systemd::manager::tests::test_error_thrown_if_process_never_added_to_cgroup
 mark "libcgroups unit tests"
+# The vendored libcontainer's unit tests of the rootfs it prepares (mounts,
+# /dev, its nodes and links, all resolved inside the root).
+cargo test --locked --manifest-path crates/vendor/libcontainer/Cargo.toml --features cgroupsv2_devices \
+  --lib -q rootfs::
+mark "libcontainer rootfs unit tests"
 # End-to-end suites against real engines and schedulers (systemd.sh in
 # 6.12 VMs with systemd as PID 1, on Debian 12's root and on unstable's;
 # current-engines.sh against

@@ -130,6 +130,75 @@ fn symlink_loops_and_proc_dev_symlinks_are_refused() {
     }
 }
 
+/// With no mount on /dev, the runtime makes the default nodes and links in
+/// the image's own /dev. Where that is a symlink, it resolves inside the
+/// rootfs (as runc's secure join does), never to the host's directory it
+/// names: nothing is made there, and its `ptmx` is not replaced.
+#[test]
+fn dev_symlink_without_a_dev_mount_stays_inside_the_rootfs() {
+    require_root!();
+    let victim = Scratch::new("victim");
+    let rel = format!("../../../../../../..{}", victim.path().display());
+    // In a user namespace the nodes are bound rather than made.
+    for (case, target, userns) in [
+        ("absolute", victim.path().to_str().unwrap(), false),
+        ("relative", rel.as_str(), false),
+        ("user namespace", victim.path().to_str().unwrap(), true),
+    ] {
+        fs::write(victim.path().join("ptmx"), "the host's\n").unwrap();
+        let bundle = Bundle::busybox();
+        if userns {
+            bundle.map_root_to(100000);
+            let out = run_cmd(
+                Command::new("chown")
+                    .arg("-R")
+                    .arg("100000:100000")
+                    .arg(bundle.rootfs()),
+                TIMEOUT,
+            );
+            assert_eq!(out.code, 0, "{}", out.stderr);
+        }
+        bundle.edit(|c| {
+            c["mounts"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|m| !m["destination"].as_str().unwrap().starts_with("/dev"));
+        });
+        fs::remove_dir_all(bundle.rootfs().join("dev")).unwrap();
+        std::os::unix::fs::symlink(target, bundle.rootfs().join("dev")).unwrap();
+        bundle.set_args(&[
+            "sh",
+            "-c",
+            "test -c /dev/null && test -L /dev/fd && echo ok",
+        ]);
+        let rt = Runtime::new();
+        let out = rt.run([
+            "run",
+            "--bundle",
+            bundle.dir.to_str().unwrap(),
+            &unique("devsym"),
+        ]);
+        let names: Vec<_> = fs::read_dir(victim.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["ptmx"], "{case}: made on the host");
+        assert_eq!(
+            fs::read_to_string(victim.path().join("ptmx")).unwrap(),
+            "the host's\n",
+            "{case}: the host's ptmx replaced"
+        );
+        assert_eq!(
+            (out.code, out.stdout.trim()),
+            (0, "ok"),
+            "{case}: {}",
+            out.stderr
+        );
+        assert!(mounts_mentioning(victim.path().to_str().unwrap()).is_empty());
+        assert!(rt.leftovers().is_empty());
+    }
+}
+
 #[test]
 fn a_dangling_symlink_inside_the_image_is_a_valid_destination() {
     require_root!();

@@ -162,3 +162,23 @@ jq '.linux.namespaces |= map(select(.type != "cgroup"))
 check "no cgroup namespace: the host's whole hierarchy, one mount" "whole
 1" "$("$gpurun" run --bundle "$nocgns" sdnocgns 2>&1)"
 check "the host's cgroup2 options are unchanged by the start" "$before" "$(host_options)"
+
+# With no mount on /dev, an image whose /dev is a symlink to a host
+# directory gets its nodes and links inside the root, where the symlink
+# leads there: nothing is made in the host's directory and its ptmx stays
+# (libcontainer made the links there and replaced the ptmx).
+victim=$(mktemp -d)
+echo "the host's" > "$victim/ptmx"
+devsym="$work/devsym-bundle"
+cp -a "$work/bb" "$devsym"
+rm -rf "$devsym/rootfs/dev"
+ln -s "$victim" "$devsym/rootfs/dev"
+jq '.process.args = ["sh", "-c", "test -c /dev/null && test -L /dev/fd && echo ok"]
+  | .mounts |= map(select(.destination | startswith("/dev") | not))
+  | .linux.cgroupsPath = "system.slice:gpurun:sddevsym"' \
+  "$work/bb/config.json" > "$devsym/config.json"
+out=$("$gpurun" --systemd-cgroup run --bundle "$devsym" sddevsym 2>/tmp/devsym.err)
+check "a /dev symlinked to a host directory, no /dev mount: exit 0" 0 "$?"
+check "its nodes and links are in the container's /dev" ok "$out"
+check "nothing is made in the host's directory" ptmx "$(ls "$victim")"
+check "the host directory's ptmx is kept" "the host's" "$(cat "$victim/ptmx")"

@@ -642,7 +642,7 @@ impl TenantContainerBuilder {
 #[cfg(test)]
 mod tests {
     use caps::Capability as Cap;
-    use oci_spec::runtime::{Capabilities, Capability as SpecCap, SpecBuilder};
+    use oci_spec::runtime::{Capabilities, Capability as SpecCap, ProcessBuilder, SpecBuilder};
 
     use super::*;
     use crate::capabilities::CapabilityExt;

@@ -1,17 +1,19 @@
+use std::ffi::OsString;
+use std::os::fd::BorrowedFd;
 use std::os::unix::io::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use libc;
-use nix::fcntl::{OFlag, open};
+use nix::fcntl::{AtFlags, OFlag, open, openat};
 use nix::mount::MsFlags;
-use nix::sys::stat::{FileStat, Mode, fstat, umask};
-use nix::unistd::{Gid, Uid, close};
+use nix::sys::stat::{FileStat, Mode, fstat, mknodat, umask};
+use nix::unistd::{Gid, Uid, close, fchownat};
 use oci_spec::runtime::LinuxDevice;
 
+use super::in_root::{dir_in_root, resolve_in_root};
 use super::utils::to_sflag;
 use crate::syscall::Syscall;
 use crate::syscall::syscall::create_syscall;
-use crate::utils::PathBufExt;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
@@ -79,64 +81,70 @@ impl Device {
         Device { syscall }
     }
 
-    pub fn create_devices<'a, I>(&self, rootfs: &Path, devices: I, bind: bool) -> Result<()>
+    /// Makes each device node under `root` (the container's root,
+    /// `in_root::open_root`). gpurun patch: every node is made through its
+    /// parent directory's descriptor, resolved inside the root, so a
+    /// symlink in the image (`/dev` itself among them) cannot send a node
+    /// or a bind mount onto the host.
+    pub fn create_devices<'a, I>(&self, root: BorrowedFd, devices: I, bind: bool) -> Result<()>
     where
         I: IntoIterator<Item = &'a LinuxDevice>,
     {
         let old_mode = umask(Mode::from_bits_truncate(0o000));
-        devices
-            .into_iter()
-            .map(|dev| {
-                if !dev.path().starts_with("/dev") {
-                    tracing::error!(
-                        "{:?} is not a valid device path starting with /dev",
-                        dev.path()
-                    );
-                    return Err(DeviceError::InvalidDevicePath(dev.path().to_path_buf()));
-                }
-
-                if bind {
-                    self.bind_dev(rootfs, dev)
-                } else {
-                    self.mknod_or_bind_dev(rootfs, dev)
-                }
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // Most nodes share a directory: it is resolved once for a run of them.
+        let mut last: Option<NodePlace> = None;
+        let made = devices.into_iter().try_for_each(|dev| {
+            if !dev.path().starts_with("/dev") {
+                tracing::error!(
+                    "{:?} is not a valid device path starting with /dev",
+                    dev.path()
+                );
+                return Err(DeviceError::InvalidDevicePath(dev.path().to_path_buf()));
+            }
+            let place = NodePlace::for_device(root, dev, last.take())?;
+            let made = if bind {
+                self.bind_dev(&place, dev)
+            } else {
+                self.mknod_or_bind_dev(&place, dev)
+            };
+            last = Some(place);
+            made
+        });
         umask(old_mode);
-
-        Ok(())
+        made
     }
 
-    fn bind_dev(&self, rootfs: &Path, dev: &LinuxDevice) -> Result<()> {
-        let full_container_path = create_container_dev_path(rootfs, dev)?;
-        tracing::debug!(
-            "bind_dev with full container path {:?}",
-            full_container_path
-        );
-
-        let fd = open(
-            &full_container_path,
-            OFlag::O_RDWR | OFlag::O_CREAT,
+    fn bind_dev(&self, place: &NodePlace, dev: &LinuxDevice) -> Result<()> {
+        // O_EXCL: an entry already there (a node, a fifo) is never opened.
+        match openat(
+            Some(place.parent.as_raw_fd()),
+            place.name.as_os_str(),
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o644),
-        )
-        .inspect_err(|err| {
-            tracing::error!("failed to open bind dev {:?}: {}", full_container_path, err);
-        })?;
-        close(fd)?;
+        ) {
+            Ok(fd) => close(fd)?,
+            Err(nix::Error::EEXIST) => {}
+            Err(err) => {
+                tracing::error!("failed to create bind dev {:?}: {}", dev.path(), err);
+                return Err(err.into());
+            }
+        }
+        let target = resolve_in_root(place.root, dev.path())
+            .map_err(|err| DeviceError::Other(err.into()))?;
+        // The mount lands on the file resolved above, whatever the path
+        // names by now.
+        let target_path = PathBuf::from(format!("/proc/self/fd/{}", target.as_raw_fd()));
+        tracing::debug!("bind_dev {:?} onto {:?}", dev.path(), target_path);
         self.syscall
             .mount(
                 Some(dev.path()),
-                &full_container_path,
+                &target_path,
                 Some("bind"),
                 MsFlags::MS_BIND,
                 None,
             )
             .map_err(|err| {
-                tracing::error!(
-                    ?err,
-                    path = ?full_container_path,
-                    "failed to mount bind dev",
-                );
+                tracing::error!(?err, path = ?dev.path(), "failed to mount bind dev");
                 err
             })?;
 
@@ -147,18 +155,21 @@ impl Device {
     /// mknod (rules without `c *:* m`, or a parent cgroup that denies it)
     /// the host's node is bind-mounted instead, but only if it is the
     /// device the spec names.
-    fn mknod_or_bind_dev(&self, rootfs: &Path, dev: &LinuxDevice) -> Result<()> {
-        match self.mknod_dev(rootfs, dev) {
-            Err(DeviceError::Syscall(crate::syscall::SyscallError::Nix(nix::Error::EPERM))) => {
+    fn mknod_or_bind_dev(&self, place: &NodePlace, dev: &LinuxDevice) -> Result<()> {
+        match self.mknod_dev(place, dev) {
+            // As runc: a node already there (a `/dev` kept from an earlier
+            // run) is left as it is.
+            Err(DeviceError::Nix(nix::Error::EEXIST)) => Ok(()),
+            Err(DeviceError::Nix(nix::Error::EPERM)) => {
                 host_node_matches(dev)?;
                 tracing::debug!(path = ?dev.path(), "mknod refused (EPERM): bind-mounting the host's node");
-                self.bind_dev(rootfs, dev)
+                self.bind_dev(place, dev)
             }
             other => other,
         }
     }
 
-    fn mknod_dev(&self, rootfs: &Path, dev: &LinuxDevice) -> Result<()> {
+    fn mknod_dev(&self, place: &NodePlace, dev: &LinuxDevice) -> Result<()> {
         fn makedev(major: i64, minor: i64) -> u64 {
             ((minor & 0xff)
                 | ((major & 0xfff) << 8)
@@ -166,45 +177,73 @@ impl Device {
                 | ((major & !0xfff) << 32)) as u64
         }
 
-        let full_container_path = create_container_dev_path(rootfs, dev)?;
-
-        self.syscall
-            .mknod(
-                &full_container_path,
-                to_sflag(dev.typ()),
-                Mode::from_bits_truncate(dev.file_mode().unwrap_or(0o666)),
-                makedev(dev.major(), dev.minor()),
-            )
-            .map_err(|err| {
-                tracing::error!(
-                    ?err,
-                    path = ?full_container_path,
-                    major = ?dev.major(),
-                    minor = ?dev.minor(),
-                    "failed to mknod device"
-                );
-
-                err
-            })?;
-        self.syscall
-            .chown(
-                &full_container_path,
-                dev.uid().map(Uid::from_raw),
-                dev.gid().map(Gid::from_raw),
-            )
-            .map_err(|err| {
-                tracing::error!(
-                    path = ?full_container_path,
-                    ?err,
-                    uid = ?dev.uid(),
-                    gid = ?dev.gid(),
-                    "failed to chown device"
-                );
-
-                err
-            })?;
+        let parent = Some(place.parent.as_raw_fd());
+        mknodat(
+            parent,
+            place.name.as_os_str(),
+            to_sflag(dev.typ()),
+            Mode::from_bits_truncate(dev.file_mode().unwrap_or(0o666)),
+            makedev(dev.major(), dev.minor()),
+        )
+        .inspect_err(|err| {
+            tracing::error!(
+                ?err,
+                path = ?dev.path(),
+                major = ?dev.major(),
+                minor = ?dev.minor(),
+                "failed to mknod device"
+            );
+        })?;
+        fchownat(
+            parent,
+            place.name.as_os_str(),
+            dev.uid().map(Uid::from_raw),
+            dev.gid().map(Gid::from_raw),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .inspect_err(|err| {
+            tracing::error!(
+                path = ?dev.path(),
+                ?err,
+                uid = ?dev.uid(),
+                gid = ?dev.gid(),
+                "failed to chown device"
+            );
+        })?;
 
         Ok(())
+    }
+}
+
+/// Where a device node goes: its parent directory, resolved (and made if
+/// missing) inside the container's root, and its name there.
+struct NodePlace<'r> {
+    root: BorrowedFd<'r>,
+    parent_path: PathBuf,
+    parent: OwnedFd,
+    name: OsString,
+}
+
+impl<'r> NodePlace<'r> {
+    /// `dev`'s place, reusing `previous`'s directory where it is the same.
+    fn for_device(root: BorrowedFd<'r>, dev: &LinuxDevice, previous: Option<Self>) -> Result<Self> {
+        let path = dev.path();
+        let (Some(parent_path), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(DeviceError::InvalidDevicePath(path.to_path_buf()));
+        };
+        let parent = match previous {
+            Some(p) if p.parent_path == parent_path => p.parent,
+            _ => dir_in_root(root, parent_path, 0o755).map_err(|err| {
+                tracing::error!("failed to make the parent dir of {:?}: {}", path, err);
+                DeviceError::Other(err.into())
+            })?,
+        };
+        Ok(NodePlace {
+            root,
+            parent_path: parent_path.to_path_buf(),
+            parent,
+            name: name.to_owned(),
+        })
     }
 }
 
@@ -232,188 +271,107 @@ fn host_node_matches(dev: &LinuxDevice) -> Result<()> {
     Ok(())
 }
 
-fn create_container_dev_path(rootfs: &Path, dev: &LinuxDevice) -> Result<PathBuf> {
-    let relative_dev_path = dev.path().as_relative().map_err(|err| {
-        tracing::error!(
-            "failed to convert {:?} to relative path: {}",
-            dev.path(),
-            err
-        );
-        DeviceError::Other(err.into())
-    })?;
-    let full_container_path = safe_path::scoped_join(rootfs, relative_dev_path).map_err(|err| {
-        tracing::error!("failed to join {rootfs:?} with {:?}: {err}", dev.path());
-        DeviceError::Other(err.into())
-    })?;
-    std::fs::create_dir_all(
-        full_container_path
-            .parent()
-            .unwrap_or_else(|| Path::new("")),
-    )
-    .map_err(|err| {
-        tracing::error!(
-            "failed to create parent dir of {:?}: {}",
-            full_container_path,
-            err
-        );
-        DeviceError::Other(err.into())
-    })?;
-
-    Ok(full_container_path)
-}
-
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
 
     use anyhow::Result;
-    use nix::sys::stat::SFlag;
-    use nix::unistd::{Gid, Uid};
     use oci_spec::runtime::{LinuxDeviceBuilder, LinuxDeviceType};
 
     use super::*;
-    use crate::syscall::test::{ChownArgs, MknodArgs, TestHelperSyscall};
+    use crate::rootfs::in_root::open_root;
+    use crate::syscall::test::TestHelperSyscall;
 
-    #[test]
-    fn test_bind_dev() -> Result<()> {
-        let tmp_dir = tempfile::tempdir()?;
-        let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
-        assert!(
-            device
-                .bind_dev(
-                    tmp_dir.path(),
-                    &LinuxDeviceBuilder::default()
-                        .path(PathBuf::from("/dev/null"))
-                        .build()
-                        .unwrap(),
-                )
-                .is_ok()
-        );
+    fn null() -> LinuxDevice {
+        LinuxDeviceBuilder::default()
+            .path(PathBuf::from("/dev/null"))
+            .major(1)
+            .minor(3)
+            .typ(LinuxDeviceType::C)
+            .build()
+            .unwrap()
+    }
 
+    fn mount_targets(device: &Device) -> Vec<(Option<PathBuf>, PathBuf)> {
         let helper = device
             .syscall
             .as_any()
             .downcast_ref::<TestHelperSyscall>()
             .unwrap();
-        let mount_args = helper.get_mount_args();
-        assert_eq!(1, mount_args.len());
-        let got = &mount_args[0];
-        assert_eq!(Some(PathBuf::from("/dev/null")), got.source);
-        assert_eq!(tmp_dir.path().join("dev").join("null"), got.target);
-        assert_eq!(MsFlags::MS_BIND, got.flags);
-        assert!(got.data.is_none());
+        helper
+            .get_mount_args()
+            .into_iter()
+            .map(|m| (m.source, m.target))
+            .collect()
+    }
+
+    #[test]
+    fn bind_makes_the_mount_point_and_binds_onto_its_descriptor() -> Result<()> {
+        let rootfs = tempfile::tempdir()?;
+        let root = open_root(rootfs.path())?;
+        let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
+        device.create_devices(root.as_fd(), &[null()], true)?;
+        assert!(rootfs.path().join("dev/null").metadata()?.is_file());
+        let mounts = mount_targets(&device);
+        assert_eq!(mounts.len(), 1);
+        assert_eq!(mounts[0].0, Some(PathBuf::from("/dev/null")));
+        // The test syscall records where the descriptor's path leads.
+        assert_eq!(mounts[0].1, rootfs.path().join("dev/null"));
         Ok(())
     }
 
     #[test]
-    fn test_mknod_dev() -> Result<()> {
-        let tmp_dir = tempfile::tempdir()?;
+    fn a_fifo_is_made_in_place_and_one_already_there_is_kept() -> Result<()> {
+        // A FIFO needs no privilege to make, and takes the mknod path.
+        let fifo = LinuxDeviceBuilder::default()
+            .path(PathBuf::from("/dev/sub/fifo"))
+            .typ(LinuxDeviceType::P)
+            .file_mode(0o600u32)
+            .build()
+            .unwrap();
+        let rootfs = tempfile::tempdir()?;
+        let root = open_root(rootfs.path())?;
         let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
-        assert!(
-            device
-                .mknod_dev(
-                    tmp_dir.path(),
-                    &LinuxDeviceBuilder::default()
-                        .path(PathBuf::from("/null"))
-                        .major(1)
-                        .minor(3)
-                        .typ(LinuxDeviceType::C)
-                        .file_mode(0o644u32)
-                        .uid(1000u32)
-                        .gid(1000u32)
-                        .build()
-                        .unwrap(),
-                )
-                .is_ok()
+        device.create_devices(root.as_fd(), &[fifo.clone()], false)?;
+        let made = rootfs.path().join("dev/sub/fifo").symlink_metadata()?;
+        assert!(made.file_type().is_fifo());
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&made.permissions()) & 0o777,
+            0o600
         );
-
-        let want_mknod = MknodArgs {
-            path: tmp_dir.path().join("null"),
-            kind: SFlag::S_IFCHR,
-            perm: Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP | Mode::S_IROTH,
-            dev: 259,
-        };
-        let got_mknod = &device
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_mknod_args()[0];
-        assert_eq!(want_mknod, *got_mknod);
-
-        let want_chown = ChownArgs {
-            path: tmp_dir.path().join("null"),
-            owner: Some(Uid::from_raw(1000)),
-            group: Some(Gid::from_raw(1000)),
-        };
-        let got_chown = &device
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_chown_args()[0];
-        assert_eq!(want_chown, *got_chown);
-
+        device.create_devices(root.as_fd(), &[fifo], false)?;
+        assert!(mount_targets(&device).is_empty());
         Ok(())
     }
 
     #[test]
-    fn test_create_devices() -> Result<()> {
-        let tmp_dir = tempfile::tempdir()?;
+    fn nodes_under_a_symlinked_dev_stay_in_the_root() -> Result<()> {
+        let host = tempfile::tempdir()?;
+        let rootfs = tempfile::tempdir()?;
+        let inside = rootfs.path().join(host.path().strip_prefix("/")?);
+        std::fs::create_dir_all(&inside)?;
+        std::os::unix::fs::symlink(host.path(), rootfs.path().join("dev"))?;
+        let root = open_root(rootfs.path())?;
         let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
+        device.create_devices(root.as_fd(), &[null()], true)?;
+        assert!(inside.join("null").metadata()?.is_file());
+        assert_eq!(mount_targets(&device)[0].1, inside.join("null"));
+        assert_eq!(std::fs::read_dir(host.path())?.count(), 0);
+        Ok(())
+    }
 
-        let devices = vec![
-            LinuxDeviceBuilder::default()
-                .path(PathBuf::from("/dev/null"))
-                .major(1)
-                .minor(3)
-                .typ(LinuxDeviceType::C)
-                .file_mode(0o644u32)
-                .uid(1000u32)
-                .gid(1000u32)
-                .build()
-                .unwrap(),
-        ];
-
-        assert!(
-            device
-                .create_devices(tmp_dir.path(), &devices, true)
-                .is_ok()
-        );
-
-        let mount_args = device
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_mount_args();
-        assert_eq!(1, mount_args.len());
-        let bind = &mount_args[0];
-        assert_eq!(Some(PathBuf::from("/dev/null")), bind.source);
-        assert_eq!(tmp_dir.path().join("dev/null"), bind.target);
-        assert_eq!(MsFlags::MS_BIND, bind.flags);
-        assert!(bind.data.is_none());
-
-        assert!(
-            device
-                .create_devices(tmp_dir.path(), &devices, false)
-                .is_ok()
-        );
-
-        let want = MknodArgs {
-            path: tmp_dir.path().join("dev/null"),
-            kind: SFlag::S_IFCHR,
-            perm: Mode::S_IRUSR | Mode::S_IWUSR | Mode::S_IRGRP | Mode::S_IROTH,
-            dev: 259,
-        };
-        let got = &device
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_mknod_args()[0];
-        assert_eq!(want, *got);
-
+    #[test]
+    fn a_path_outside_dev_is_refused() -> Result<()> {
+        let rootfs = tempfile::tempdir()?;
+        let root = open_root(rootfs.path())?;
+        let mut dev = null();
+        dev.set_path(PathBuf::from("/etc/null"));
+        let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
+        assert!(matches!(
+            device.create_devices(root.as_fd(), &[dev], true),
+            Err(DeviceError::InvalidDevicePath(_))
+        ));
         Ok(())
     }
 }

@@ -8,6 +8,8 @@ pub use rootfs::RootFS;
 pub mod device;
 pub use device::Device;
 
+pub(crate) mod in_root;
+
 pub(super) mod mount;
 pub use mount::{Mount, MountOptions};
 

@@ -25,6 +25,7 @@ use procfs::process::{MountInfo, MountOptFields};
 use procfs::{FromRead, ProcessCGroups};
 
 #[cfg(feature = "v1")]
+use super::in_root::{expect_dir, make_dir_in_root, resolve_in_root};
 use super::symlink::Symlink;
 use super::symlink::SymlinkError;
 use super::utils::{MountOptionConfig, parse_mount};
@@ -1480,28 +1481,6 @@ fn existing_or_new_dir(root: &Root, dest: &Path, perm: &Permissions) -> Result<(
     Ok(())
 }
 
-fn make_dir_in_root(root: BorrowedFd, dest: &Path, mode: u32) -> std::io::Result<()> {
-    match resolve_in_root(root, dest) {
-        Ok(fd) => return expect_dir(&fd),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e) => return Err(e),
-    }
-    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-    };
-    make_dir_in_root(root, parent, mode)?;
-    let parent = resolve_in_root(root, parent)?;
-    match nix::sys::stat::mkdirat(
-        Some(std::os::fd::AsRawFd::as_raw_fd(&parent)),
-        name,
-        nix::sys::stat::Mode::from_bits_truncate(mode),
-    ) {
-        Ok(()) | Err(Errno::EEXIST) => {}
-        Err(e) => return Err(e.into()),
-    }
-    expect_dir(&resolve_in_root(root, dest)?)
-}
-
 /// Makes sure `dest` exists inside `root`, creating an empty file (never
 /// following a final symlink) if it does not (gpurun patch).
 fn make_file_in_root(root: BorrowedFd, dest: &Path) -> std::io::Result<()> {
@@ -1645,20 +1624,6 @@ fn copy_up(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `path` opened with O_PATH, resolved as if `root` were `/`.
-fn resolve_in_root(root: BorrowedFd, path: &Path) -> std::io::Result<OwnedFd> {
-    safe_fs::openat2(root, path, libc::O_PATH, safe_fs::IN_ROOT)
-}
-
-fn expect_dir(fd: &OwnedFd) -> std::io::Result<()> {
-    let st = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(fd))?;
-    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
-        Ok(())
-    } else {
-        Err(std::io::Error::from_raw_os_error(libc::ENOTDIR))
-    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
 use std::collections::HashSet;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use nix::mount::MsFlags;
 use oci_spec::runtime::{Linux, Spec};
 
 use super::device::Device;
+use super::in_root::{dir_in_root, open_root};
 use super::mount::{Mount, MountOptions};
 use super::symlink::Symlink;
 use super::utils::default_devices;
@@ -23,6 +25,21 @@ pub struct RootFS {
 impl Default for RootFS {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// The container's `/dev`, made if missing (gpurun patch). Where the
+/// image's `/dev` is a symlink to a directory not there yet, the symlink
+/// is followed inside the root (as the kernel would in the container) and
+/// its target made.
+fn container_dev(rootfs: &Path, root: BorrowedFd) -> std::io::Result<OwnedFd> {
+    let dev = Path::new("/dev");
+    match dir_in_root(root, dev, 0o755) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            let (resolved, _) = safe_fs::Rootfs::open(rootfs)?.resolve(dev)?;
+            dir_in_root(root, &resolved, 0o755)
+        }
+        other => other,
     }
 }
 
@@ -123,9 +140,17 @@ impl RootFS {
 
         self.mount_to_rootfs(linux, spec, rootfs, cgroup_ns)?;
 
+        // gpurun patch: /dev and every node and link in it are resolved
+        // inside the root (see `in_root`).
+        let in_root = |err: std::io::Error| {
+            RootfsError::Device(super::device::DeviceError::Other(err.into()))
+        };
+        let root = open_root(rootfs).map_err(in_root)?;
+        let dev = container_dev(rootfs, root.as_fd()).map_err(in_root)?;
+
         let symlinker = Symlink::new();
-        symlinker.setup_kcore_symlink(rootfs)?;
-        symlinker.setup_default_symlinks(rootfs)?;
+        symlinker.setup_kcore_symlink(dev.as_fd())?;
+        symlinker.setup_default_symlinks(dev.as_fd())?;
 
         let devicer = Device::new();
         if let Some(added_devices) = linux.devices() {
@@ -135,12 +160,16 @@ impl RootFS {
                 path_set.insert(d.path());
             });
             let default = devices.iter().filter(|d| !path_set.contains(d.path()));
-            devicer.create_devices(rootfs, added_devices.iter().chain(default), bind_devices)
+            devicer.create_devices(
+                root.as_fd(),
+                added_devices.iter().chain(default),
+                bind_devices,
+            )
         } else {
-            devicer.create_devices(rootfs, &default_devices(), bind_devices)
+            devicer.create_devices(root.as_fd(), &default_devices(), bind_devices)
         }?;
 
-        symlinker.setup_ptmx(rootfs)?;
+        symlinker.setup_ptmx(dev.as_fd())?;
         Ok(())
     }
 

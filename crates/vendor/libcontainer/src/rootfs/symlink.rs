@@ -1,5 +1,8 @@
-use std::fs::remove_file;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::Path;
+
+use nix::errno::Errno;
+use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
 
 use crate::syscall::Syscall;
 use crate::syscall::syscall::create_syscall;
@@ -55,56 +58,56 @@ impl Symlink {
         Ok(())
     }
 
-    pub fn setup_ptmx(&self, rootfs: &Path) -> Result<()> {
-        let ptmx = rootfs.join("dev/ptmx");
-        if let Err(e) = remove_file(&ptmx) {
-            if e.kind() != ::std::io::ErrorKind::NotFound {
+    // gpurun patch: the links below are made in the container's `/dev`
+    // through its descriptor (`in_root::dir_in_root`), never through a host
+    // path: the image's `/dev` may be a symlink to anywhere on the host.
+
+    pub fn setup_ptmx(&self, dev: BorrowedFd) -> Result<()> {
+        match unlinkat(Some(dev.as_raw_fd()), "ptmx", UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(_) => {
                 return Err(SymlinkError::Other {
                     msg: "could not delete /dev/ptmx".into(),
                 });
             }
         }
-
-        self.syscall
-            .symlink(Path::new("pts/ptmx"), &ptmx)
-            .map_err(|err| {
-                tracing::error!("failed to symlink ptmx");
-                SymlinkError::Syscall { source: err }
-            })?;
-        Ok(())
+        link_in(dev, "pts/ptmx", "ptmx").inspect_err(|_| tracing::error!("failed to symlink ptmx"))
     }
 
     // separating kcore symlink out from setup_default_symlinks for a better way to do the unit test,
     // since not every architecture has /proc/kcore file.
-    pub fn setup_kcore_symlink(&self, rootfs: &Path) -> Result<()> {
+    pub fn setup_kcore_symlink(&self, dev: BorrowedFd) -> Result<()> {
         if Path::new("/proc/kcore").exists() {
-            self.syscall
-                .symlink(Path::new("/proc/kcore"), &rootfs.join("dev/kcore"))
-                .map_err(|err| {
-                    tracing::error!("failed to symlink kcore");
-                    SymlinkError::Syscall { source: err }
-                })?;
+            link_in(dev, "/proc/kcore", "kcore")
+                .inspect_err(|_| tracing::error!("failed to symlink kcore"))?;
         }
         Ok(())
     }
 
-    pub fn setup_default_symlinks(&self, rootfs: &Path) -> Result<()> {
+    pub fn setup_default_symlinks(&self, dev: BorrowedFd) -> Result<()> {
         let defaults = [
-            ("/proc/self/fd", "dev/fd"),
-            ("/proc/self/fd/0", "dev/stdin"),
-            ("/proc/self/fd/1", "dev/stdout"),
-            ("/proc/self/fd/2", "dev/stderr"),
+            ("/proc/self/fd", "fd"),
+            ("/proc/self/fd/0", "stdin"),
+            ("/proc/self/fd/1", "stdout"),
+            ("/proc/self/fd/2", "stderr"),
         ];
-        for (src, dst) in defaults {
-            self.syscall
-                .symlink(Path::new(src), &rootfs.join(dst))
-                .map_err(|err| {
-                    tracing::error!("failed to symlink defaults");
-                    SymlinkError::Syscall { source: err }
-                })?;
+        for (src, name) in defaults {
+            link_in(dev, src, name)
+                .inspect_err(|_| tracing::error!("failed to symlink defaults"))?;
         }
 
         Ok(())
+    }
+}
+
+/// A symlink `name` -> `target` in the directory `dir`; as runc, an entry
+/// already there (a `/dev` kept from an earlier run) is left as it is.
+fn link_in(dir: BorrowedFd, target: &str, name: &str) -> Result<()> {
+    match symlinkat(target, Some(dir.as_raw_fd()), name) {
+        Ok(()) | Err(Errno::EEXIST) => Ok(()),
+        Err(err) => Err(SymlinkError::Syscall {
+            source: crate::syscall::SyscallError::Nix(err),
+        }),
     }
 }
 
@@ -114,86 +117,62 @@ mod tests {
     use std::fs;
     use std::path::PathBuf;
 
-    #[cfg(feature = "v1")]
-    use anyhow::{Context, Result};
-    use nix::fcntl::{OFlag, open};
-    use nix::sys::stat::Mode;
-
     use super::*;
     #[cfg(feature = "v1")]
     use crate::syscall::linux::LinuxSyscall;
-    use crate::syscall::test::TestHelperSyscall;
+    #[cfg(feature = "v1")]
+    use anyhow::{Context, Result};
+
+    fn dev_of(rootfs: &Path) -> std::os::fd::OwnedFd {
+        let root = crate::rootfs::in_root::open_root(rootfs).unwrap();
+        crate::rootfs::in_root::dir_in_root(
+            std::os::fd::AsFd::as_fd(&root),
+            Path::new("/dev"),
+            0o755,
+        )
+        .unwrap()
+    }
 
     #[test]
     fn test_setup_ptmx() {
-        {
-            let tmp_dir = tempfile::tempdir().unwrap();
-            let symlink = Symlink::new();
-            assert!(symlink.setup_ptmx(tmp_dir.path()).is_ok());
-            let want = (PathBuf::from("pts/ptmx"), tmp_dir.path().join("dev/ptmx"));
-            let got = &symlink
-                .syscall
-                .as_any()
-                .downcast_ref::<TestHelperSyscall>()
-                .unwrap()
-                .get_symlink_args()[0];
-            assert_eq!(want, *got)
-        }
-        // make remove_file goes into the bail! path
-        {
-            let tmp_dir = tempfile::tempdir().unwrap();
-            open(
-                &tmp_dir.path().join("dev"),
-                OFlag::O_RDWR | OFlag::O_CREAT,
-                Mode::from_bits_truncate(0o644),
-            )
-            .unwrap();
-
-            let symlink = Symlink::new();
-            assert!(symlink.setup_ptmx(tmp_dir.path()).is_err());
-            assert_eq!(
-                0,
-                symlink
-                    .syscall
-                    .as_any()
-                    .downcast_ref::<TestHelperSyscall>()
-                    .unwrap()
-                    .get_symlink_args()
-                    .len()
-            );
-        }
+        let tmp_dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp_dir.path().join("dev")).unwrap();
+        std::fs::write(tmp_dir.path().join("dev/ptmx"), b"").unwrap();
+        let dev = dev_of(tmp_dir.path());
+        let symlink = Symlink::new();
+        assert!(symlink.setup_ptmx(std::os::fd::AsFd::as_fd(&dev)).is_ok());
+        assert_eq!(
+            std::fs::read_link(tmp_dir.path().join("dev/ptmx")).unwrap(),
+            PathBuf::from("pts/ptmx")
+        );
+        // A directory there cannot be removed: the bail! path.
+        std::fs::remove_file(tmp_dir.path().join("dev/ptmx")).unwrap();
+        std::fs::create_dir(tmp_dir.path().join("dev/ptmx")).unwrap();
+        assert!(symlink.setup_ptmx(std::os::fd::AsFd::as_fd(&dev)).is_err());
     }
 
     #[test]
     fn test_setup_default_symlinks() {
         let tmp_dir = tempfile::tempdir().unwrap();
+        let dev = dev_of(tmp_dir.path());
         let symlink = Symlink::new();
-        assert!(symlink.setup_default_symlinks(tmp_dir.path()).is_ok());
-        let want = vec![
-            (
-                PathBuf::from("/proc/self/fd"),
-                tmp_dir.path().join("dev/fd"),
-            ),
-            (
-                PathBuf::from("/proc/self/fd/0"),
-                tmp_dir.path().join("dev/stdin"),
-            ),
-            (
-                PathBuf::from("/proc/self/fd/1"),
-                tmp_dir.path().join("dev/stdout"),
-            ),
-            (
-                PathBuf::from("/proc/self/fd/2"),
-                tmp_dir.path().join("dev/stderr"),
-            ),
-        ];
-        let got = symlink
-            .syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_symlink_args();
-        assert_eq!(want, got)
+        for _ in 0..2 {
+            // The second time, as runc, the links already there are kept.
+            assert!(
+                symlink
+                    .setup_default_symlinks(std::os::fd::AsFd::as_fd(&dev))
+                    .is_ok()
+            );
+        }
+        for (want, name) in [
+            ("/proc/self/fd", "fd"),
+            ("/proc/self/fd/0", "stdin"),
+            ("/proc/self/fd/1", "stdout"),
+            ("/proc/self/fd/2", "stderr"),
+        ] {
+            let got = std::fs::read_link(tmp_dir.path().join("dev").join(name)).unwrap();
+            assert_eq!(got, PathBuf::from(want));
+        }
     }
 
     #[test]

@@ -1,0 +1,119 @@
+//! Paths inside the container's root, resolved by the kernel with
+//! `openat2(RESOLVE_IN_ROOT)` (gpurun patch): a symlink in the image,
+//! absolute or climbing with `..`, cannot lead out of the root, and
+//! what is made there is made through the resolved parent's descriptor,
+//! never through a host path the kernel would walk again.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+/// The container's root directory, to resolve paths in.
+pub(crate) fn open_root(rootfs: &Path) -> io::Result<OwnedFd> {
+    let fd = nix::fcntl::open(
+        rootfs,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    // SAFETY: open just returned this descriptor; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `path` opened with O_PATH, resolved as if `root` were `/`.
+pub(crate) fn resolve_in_root(root: BorrowedFd, path: &Path) -> io::Result<OwnedFd> {
+    safe_fs::openat2(root, path, libc::O_PATH, safe_fs::IN_ROOT)
+}
+
+pub(crate) fn expect_dir(fd: &OwnedFd) -> io::Result<()> {
+    let st = nix::sys::stat::fstat(fd.as_raw_fd())?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(libc::ENOTDIR))
+    }
+}
+
+/// Makes sure `dest` is a directory inside `root`, making it and its
+/// missing parents with `mode`.
+pub(crate) fn make_dir_in_root(root: BorrowedFd, dest: &Path, mode: u32) -> io::Result<()> {
+    match resolve_in_root(root, dest) {
+        Ok(fd) => return expect_dir(&fd),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => return Err(e),
+    }
+    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    make_dir_in_root(root, parent, mode)?;
+    let parent = resolve_in_root(root, parent)?;
+    match nix::sys::stat::mkdirat(
+        Some(parent.as_raw_fd()),
+        name,
+        Mode::from_bits_truncate(mode),
+    ) {
+        Ok(()) | Err(Errno::EEXIST) => {}
+        Err(e) => return Err(e.into()),
+    }
+    expect_dir(&resolve_in_root(root, dest)?)
+}
+
+/// The directory `dir` inside `root`, made with `mode` if missing.
+pub(crate) fn dir_in_root(root: BorrowedFd, dir: &Path, mode: u32) -> io::Result<OwnedFd> {
+    match resolve_in_root(root, dir) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => make_dir_in_root(root, dir, mode)?,
+        Err(e) => return Err(e),
+        Ok(fd) => return expect_dir(&fd).map(|()| fd),
+    }
+    let fd = resolve_in_root(root, dir)?;
+    expect_dir(&fd)?;
+    Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{MetadataExt, symlink};
+
+    use super::*;
+
+    #[test]
+    fn an_absolute_symlink_in_the_image_stays_in_the_root() {
+        let host = tempfile::tempdir().unwrap();
+        let rootfs = tempfile::tempdir().unwrap();
+        symlink(host.path(), rootfs.path().join("dev")).unwrap();
+        let inside = rootfs.path().join(host.path().strip_prefix("/").unwrap());
+        std::fs::create_dir_all(&inside).unwrap();
+        let root = open_root(rootfs.path()).unwrap();
+        let dev = dir_in_root(root.as_fd(), Path::new("/dev/sub"), 0o755).unwrap();
+        let inside = inside.join("sub");
+        assert_eq!(
+            nix::sys::stat::fstat(dev.as_raw_fd()).unwrap().st_ino,
+            std::fs::metadata(&inside).unwrap().ino()
+        );
+        assert_eq!(std::fs::read_dir(host.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_dangling_symlink_is_not_followed_out_of_the_root() {
+        let host = tempfile::tempdir().unwrap();
+        let rootfs = tempfile::tempdir().unwrap();
+        symlink(host.path(), rootfs.path().join("dev")).unwrap();
+        let root = open_root(rootfs.path()).unwrap();
+        let err = dir_in_root(root.as_fd(), Path::new("/dev"), 0o755).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+        assert_eq!(std::fs::read_dir(host.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_file_in_the_way_is_not_a_directory() {
+        let rootfs = tempfile::tempdir().unwrap();
+        std::fs::write(rootfs.path().join("dev"), b"").unwrap();
+        let root = open_root(rootfs.path()).unwrap();
+        let err = dir_in_root(root.as_fd(), Path::new("/dev"), 0o755).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTDIR));
+    }
+}
