@@ -39,8 +39,9 @@ cargo test --locked --manifest-path crates/vendor/libcgroups/Cargo.toml --featur
 mark "libcgroups unit tests"
 # The vendored libcontainer's unit tests of the rootfs it prepares (mounts,
 # /dev, its nodes and links, all resolved inside the root).
-cargo test --locked --manifest-path crates/vendor/libcontainer/Cargo.toml --features cgroupsv2_devices \
-  --lib -q rootfs::
+# (The workspace's target directory: most of its dependencies are built.)
+CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path crates/vendor/libcontainer/Cargo.toml \
+  --features cgroupsv2_devices --lib -q rootfs::
 mark "libcontainer rootfs unit tests"
 # End-to-end suites against real engines and schedulers (systemd.sh in
 # 6.12 VMs with systemd as PID 1, on Debian 12's root and on unstable's;
