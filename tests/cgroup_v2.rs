@@ -182,6 +182,40 @@ fn v2_start_clones_into_the_cgroup_and_moves_nothing() {
     assert!(rt.leftovers().is_empty());
 }
 
+/// On v2 a container's cgroup path names one cgroup, below the root: a
+/// cgroup of the same relative path below another top-level cgroup (here
+/// holding a process) is someone else's. It neither stops the container
+/// (on v1 each controller's directory is the container's) nor is touched.
+#[test]
+fn v2_a_cgroup_of_the_same_path_below_another_is_not_the_containers() {
+    require_root!();
+    let Some((v2, remount)) = v2_hierarchy() else {
+        return;
+    };
+    let id = unique("v2same");
+    let other = v2.join(unique("v2other"));
+    let decoy = other.join("gpurun-same").join(&id);
+    fs::create_dir_all(&decoy).unwrap();
+    let mut sleeper = Command::new("sleep").arg("60").spawn().unwrap();
+    fs::write(decoy.join("cgroup.procs"), sleeper.id().to_string()).unwrap();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    bundle.edit(|c| c["linux"]["cgroupsPath"] = json!(format!("/gpurun-same/{id}")));
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    let out = gpurun_v2(&rt, remount, &["run", "--bundle", &dir, &id]);
+    let alive = sleeper.try_wait().unwrap().is_none();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    for d in [&decoy, &decoy.parent().unwrap().to_path_buf(), &other] {
+        let _ = fs::remove_dir(d);
+    }
+    let _ = fs::remove_dir(v2.join("gpurun-same"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(alive, "the other cgroup's process was killed");
+    assert!(rt.leftovers().is_empty());
+}
+
 /// A container with no cgroup namespace of its own gets the host's cgroup2
 /// mount bound (read-only, as the spec asks), not a new cgroup2 mount: in
 /// the host's cgroup namespace a new mount applies its options to the whole

@@ -88,10 +88,21 @@ fn hierarchy_dirs(path: &Path) -> Vec<PathBuf> {
     let relative = path.strip_prefix("/").unwrap_or(path);
     let root = Path::new(CGROUP_ROOT);
     let mut dirs = vec![root.join(relative)];
+    // On pure v2 the root is the one hierarchy: the directories below it
+    // are other cgroups, whose own sub-cgroups of that name are not this
+    // container's.
+    if root_is_cgroup2() {
+        return dirs;
+    }
     if let Ok(entries) = fs::read_dir(root) {
         dirs.extend(entries.flatten().map(|e| e.path().join(relative)));
     }
     dirs
+}
+
+fn root_is_cgroup2() -> bool {
+    use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
+    statfs(CGROUP_ROOT).is_ok_and(|s| s.filesystem_type() == CGROUP2_SUPER_MAGIC)
 }
 
 /// The first of `dirs` whose `cgroup.procs` is not empty, with its
