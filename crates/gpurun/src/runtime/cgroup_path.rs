@@ -91,18 +91,13 @@ fn hierarchy_dirs(path: &Path) -> Vec<PathBuf> {
     // On pure v2 the root is the one hierarchy: the directories below it
     // are other cgroups, whose own sub-cgroups of that name are not this
     // container's.
-    if root_is_cgroup2() {
+    if is_unified() {
         return dirs;
     }
     if let Ok(entries) = fs::read_dir(root) {
         dirs.extend(entries.flatten().map(|e| e.path().join(relative)));
     }
     dirs
-}
-
-fn root_is_cgroup2() -> bool {
-    use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
-    statfs(CGROUP_ROOT).is_ok_and(|s| s.filesystem_type() == CGROUP2_SUPER_MAGIC)
 }
 
 /// The first of `dirs` whose `cgroup.procs` is not empty, with its
@@ -305,15 +300,11 @@ pub fn in_proc_cgroup(text: &str, wanted: impl Fn(&str) -> bool) -> Option<&str>
     })
 }
 
-/// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy.
+/// Whether /sys/fs/cgroup is a pure cgroup v2 hierarchy (one statfs of
+/// what is mounted there).
 pub fn is_unified() -> bool {
-    fs::read_to_string("/proc/self/mounts")
-        .map(|m| {
-            m.lines().any(|l| {
-                l.split(' ').nth(1) == Some(CGROUP_ROOT) && l.split(' ').nth(2) == Some("cgroup2")
-            })
-        })
-        .unwrap_or(false)
+    use nix::sys::statfs::{statfs, CGROUP2_SUPER_MAGIC};
+    statfs(CGROUP_ROOT).is_ok_and(|s| s.filesystem_type() == CGROUP2_SUPER_MAGIC)
 }
 
 /// Whether the current user can place processes in cgroups at all: false

@@ -40,16 +40,21 @@ pub(crate) fn expect_dir(fd: &OwnedFd) -> io::Result<()> {
 /// Makes sure `dest` is a directory inside `root`, making it and its
 /// missing parents with `mode`.
 pub(crate) fn make_dir_in_root(root: BorrowedFd, dest: &Path, mode: u32) -> io::Result<()> {
-    match resolve_in_root(root, dest) {
-        Ok(fd) => return expect_dir(&fd),
+    dir_in_root(root, dest, mode).map(drop)
+}
+
+/// The directory `dir` inside `root`, made (with its missing parents) with
+/// `mode` if missing.
+pub(crate) fn dir_in_root(root: BorrowedFd, dir: &Path, mode: u32) -> io::Result<OwnedFd> {
+    match resolve_in_root(root, dir) {
+        Ok(fd) => return expect_dir(&fd).map(|()| fd),
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         Err(e) => return Err(e),
     }
-    let (Some(parent), Some(name)) = (dest.parent(), dest.file_name()) else {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
-    make_dir_in_root(root, parent, mode)?;
-    let parent = resolve_in_root(root, parent)?;
+    let parent = dir_in_root(root, parent, mode)?;
     match nix::sys::stat::mkdirat(
         Some(parent.as_raw_fd()),
         name,
@@ -57,16 +62,6 @@ pub(crate) fn make_dir_in_root(root: BorrowedFd, dest: &Path, mode: u32) -> io::
     ) {
         Ok(()) | Err(Errno::EEXIST) => {}
         Err(e) => return Err(e.into()),
-    }
-    expect_dir(&resolve_in_root(root, dest)?)
-}
-
-/// The directory `dir` inside `root`, made with `mode` if missing.
-pub(crate) fn dir_in_root(root: BorrowedFd, dir: &Path, mode: u32) -> io::Result<OwnedFd> {
-    match resolve_in_root(root, dir) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => make_dir_in_root(root, dir, mode)?,
-        Err(e) => return Err(e),
-        Ok(fd) => return expect_dir(&fd).map(|()| fd),
     }
     let fd = resolve_in_root(root, dir)?;
     expect_dir(&fd)?;
