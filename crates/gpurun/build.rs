@@ -30,20 +30,25 @@ fn main() {
     }
 }
 
-/// The stub is freestanding x86_64 code: no libc, no loader. Elsewhere it
-/// is not built, and every root `run` takes the protected re-exec.
+/// The stub is freestanding code for x86_64 and aarch64: no libc, no
+/// loader. Elsewhere it is not built, and every root `run` takes the
+/// protected re-exec.
 fn build_exec_stub() {
     println!("cargo::rustc-check-cfg=cfg(gpurun_exec_stub)");
     println!("cargo:rerun-if-changed=stub/exec-stub.c");
-    println!("cargo:rerun-if-env-changed=CC");
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    if arch != "x86_64" || os != "linux" {
-        return;
-    }
+    // The largest page any kernel of the architecture uses, so the stub
+    // loads on each: aarch64 kernels run 4K, 16K or 64K pages (Grace hosts
+    // 64K).
+    let max_page = match (arch.as_str(), os.as_str()) {
+        ("x86_64", "linux") => 4096,
+        ("aarch64", "linux") => 65536,
+        _ => return,
+    };
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("exec-stub");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let cc = stub_compiler(&arch);
     let status = Command::new(&cc)
         .args([
             "-Os",
@@ -59,7 +64,7 @@ fn build_exec_stub() {
             "-Werror",
             "-Wl,--build-id=none",
             "-Wl,-z,noexecstack",
-            "-Wl,-z,max-page-size=4096",
+            &format!("-Wl,-z,max-page-size={max_page}"),
             "-s",
             "-o",
         ])
@@ -71,4 +76,27 @@ fn build_exec_stub() {
         });
     assert!(status.success(), "{cc} failed to build stub/exec-stub.c");
     println!("cargo:rustc-cfg=gpurun_exec_stub");
+}
+
+/// The target's C compiler, as cc-rs picks it: `CC_<target>` or
+/// `TARGET_CC`, else `CC` for a native build and `<arch>-linux-gnu-gcc`
+/// for a cross build.
+fn stub_compiler(arch: &str) -> String {
+    let target = std::env::var("TARGET").unwrap_or_default();
+    let host = std::env::var("HOST").unwrap_or_default();
+    let per_target = format!("CC_{}", target.replace('-', "_"));
+    for var in [&per_target, "TARGET_CC", "CC"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let from_env = |var: &str| std::env::var(var).ok().filter(|v| !v.is_empty());
+    from_env(&per_target)
+        .or_else(|| from_env("TARGET_CC"))
+        .or_else(|| (target == host).then(|| from_env("CC")).flatten())
+        .unwrap_or_else(|| {
+            if target == host {
+                "cc".to_owned()
+            } else {
+                format!("{arch}-linux-gnu-gcc")
+            }
+        })
 }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::caps::Capability;
 use crate::elf;
 use crate::ldcache;
+use crate::platform::{CacheWidth, Platform};
 use safe_fs::Rootfs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -134,11 +135,11 @@ pub fn binaries_for(cap: Capability) -> &'static [&'static str] {
 
 /// The loaders' vendor files: where below a `share` (or `etc`) directory
 /// they live; in the container they go to the same place under
-/// `/usr/share` (or `/etc`), where glvnd and the Vulkan loader look.
+/// `/usr/share` (or `/etc`), where glvnd and the Vulkan loader look. The
+/// architecture's own Vulkan ICD file is added by `config_files`.
 const CONFIG_FILES: &[(Capability, &str)] = &[
     (Capability::Graphics, "glvnd/egl_vendor.d/10_nvidia.json"),
     (Capability::Graphics, "vulkan/icd.d/nvidia_icd.json"),
-    (Capability::Graphics, "vulkan/icd.d/nvidia_icd.x86_64.json"),
     (
         Capability::Graphics,
         "vulkan/implicit_layer.d/nvidia_layers.json",
@@ -162,23 +163,15 @@ const CONFIG_FILES: &[(Capability, &str)] = &[
     (Capability::Graphics, "nvidia/nvoptix.bin"),
 ];
 
-/// The usual library directories, after those the linker cache names.
-const LIB_DIRS_64: &[&str] = &[
-    "/usr/lib/x86_64-linux-gnu/nvidia/current",
-    "/usr/lib/x86_64-linux-gnu",
-    "/lib/x86_64-linux-gnu",
-    "/usr/local/nvidia/lib64",
-    "/usr/lib64",
-    "/lib64",
-    "/usr/lib",
-    "/lib",
-];
-const LIB_DIRS_32: &[&str] = &[
-    "/usr/lib/i386-linux-gnu/nvidia/current",
-    "/usr/lib/i386-linux-gnu",
-    "/usr/lib32",
-    "/lib32",
-];
+/// Every vendor file to look for on `platform`.
+fn config_files(platform: &Platform) -> Vec<(Capability, String)> {
+    let own_icd = format!("vulkan/icd.d/{}", platform.vulkan_icd);
+    CONFIG_FILES
+        .iter()
+        .map(|(cap, sub)| (*cap, (*sub).to_owned()))
+        .chain([(Capability::Graphics, own_icd)])
+        .collect()
+}
 /// The usual program directories, after the `bin` beside each library
 /// directory.
 const BIN_DIRS: &[&str] = &[
@@ -231,8 +224,9 @@ impl Looked {
 
 /// The library directories: those of the NVIDIA entries in the root's own
 /// `/etc/ld.so.cache` (the entry's directory and the one its file really
-/// is in), then the usual ones that exist.
-pub fn library_dirs(root: &Rootfs, looked: &mut Looked) -> LibraryDirs {
+/// is in), then the usual ones that exist. Entries of another
+/// architecture are not the host's driver.
+pub fn library_dirs(root: &Rootfs, looked: &mut Looked, platform: &Platform) -> LibraryDirs {
     let mut dirs = LibraryDirs::default();
     looked.at(root, Path::new("/etc/ld.so.cache"));
     let entries = root
@@ -241,10 +235,10 @@ pub fn library_dirs(root: &Rootfs, looked: &mut Looked) -> LibraryDirs {
         .and_then(|bytes| ldcache::parse(&bytes).ok())
         .unwrap_or_default();
     for e in entries.iter().filter(|e| is_nvidia_library(&e.name)) {
-        let list = if e.flags & 0x0300 == 0x0300 {
-            &mut dirs.lib64
-        } else {
-            &mut dirs.lib32
+        let list = match platform.cache_width(e.flags) {
+            CacheWidth::Native => &mut dirs.lib64,
+            CacheWidth::Compat32 => &mut dirs.lib32,
+            CacheWidth::Foreign => continue,
         };
         let path = Path::new(&e.path);
         if let Some(dir) = path.parent().and_then(|p| root.real_dir(p)) {
@@ -257,11 +251,11 @@ pub fn library_dirs(root: &Rootfs, looked: &mut Looked) -> LibraryDirs {
         }
     }
     for (list, defaults) in [
-        (&mut dirs.lib64, LIB_DIRS_64),
-        (&mut dirs.lib32, LIB_DIRS_32),
+        (&mut dirs.lib64, platform.host_lib_dirs()),
+        (&mut dirs.lib32, platform.host_lib32_dirs()),
     ] {
         for d in defaults {
-            if let Some(dir) = root.real_dir(Path::new(d)) {
+            if let Some(dir) = root.real_dir(Path::new(&d)) {
                 push_unique(list, dir);
             }
         }
@@ -315,11 +309,17 @@ const ELF_MAGIC: &[u8] = b"\x7fELF";
 /// Every file of driver `version` in `root`: its libraries (by
 /// capability, 64- and 32-bit), programs, the loaders' vendor files, the
 /// daemons' sockets and GSP firmware.
-pub fn scan(root: &Rootfs, version: &str, dirs: &LibraryDirs, looked: &mut Looked) -> DriverFiles {
+pub fn scan(
+    root: &Rootfs,
+    version: &str,
+    dirs: &LibraryDirs,
+    looked: &mut Looked,
+    platform: &Platform,
+) -> DriverFiles {
     let mut out = DriverFiles::default();
-    scan_libraries(root, version, dirs, looked, &mut out);
+    scan_libraries(root, version, dirs, looked, platform, &mut out);
     scan_programs(root, dirs, looked, &mut out);
-    scan_config_files(root, dirs, looked, &mut out);
+    scan_config_files(root, dirs, looked, platform, &mut out);
     scan_sockets(root, looked, &mut out);
     scan_firmware(root, version, dirs, looked, &mut out);
     for list in out.files.values_mut() {
@@ -336,6 +336,7 @@ fn scan_libraries(
     version: &str,
     dirs: &LibraryDirs,
     looked: &mut Looked,
+    platform: &Platform,
     out: &mut DriverFiles,
 ) {
     let suffix = format!(".{version}");
@@ -369,6 +370,11 @@ fn scan_libraries(
                 let Ok(mut file) = found.reopen_regular() else {
                     continue;
                 };
+                // A native library is an ELF file of the host's machine:
+                // another architecture's copy in a shared directory is not.
+                if !compat32 && !elf::is_machine(&mut file, platform) {
+                    continue;
+                }
                 let caps = if compat32 {
                     vec![Capability::Compat32]
                 } else {
@@ -376,7 +382,7 @@ fn scan_libraries(
                 };
                 let library = DriverFile {
                     kind: FileKind::Library,
-                    soname: elf::soname_of(&mut file),
+                    soname: elf::soname_of(&mut file, platform),
                     host_path: found.host,
                     path_in_root: relative(&found.in_root),
                     compat32,
@@ -445,6 +451,7 @@ fn scan_config_files(
     root: &Rootfs,
     dirs: &LibraryDirs,
     looked: &mut Looked,
+    platform: &Platform,
     out: &mut DriverFiles,
 ) {
     let mut share_dirs: Vec<(PathBuf, &str)> = Vec::new();
@@ -463,7 +470,7 @@ fn scan_config_files(
         (PathBuf::from("/usr/share"), "/usr/share"),
         (PathBuf::from("/usr/local/share"), "/usr/share"),
     ]);
-    for (cap, sub) in CONFIG_FILES {
+    for (cap, sub) in &config_files(platform) {
         for (base, container_base) in &share_dirs {
             if let Some(parent) = base.join(sub).parent() {
                 looked.at(root, parent);
@@ -579,4 +586,104 @@ pub fn nvml_library(root: &Rootfs, dirs: &LibraryDirs) -> Option<PathBuf> {
             .filter(|f| f.meta.is_file())
             .map(|f| f.host)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::{AARCH64, X86_64};
+    use std::fs;
+
+    /// An ELF header of `machine`: enough to tell a library's architecture.
+    fn elf_header(machine: u16) -> Vec<u8> {
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2; // 64-bit
+        h[5] = 1; // little-endian
+        h[18..20].copy_from_slice(&machine.to_le_bytes());
+        h
+    }
+
+    /// A driver root holding both architectures' copies of libcuda and
+    /// both Vulkan ICD files, with a linker cache naming the aarch64 one.
+    fn two_arch_root(base: &Path) -> Rootfs {
+        for (platform, dir) in [
+            (X86_64, "usr/lib/x86_64-linux-gnu"),
+            (AARCH64, "opt/nv/lib"),
+        ] {
+            fs::create_dir_all(base.join(dir)).unwrap();
+            fs::write(
+                base.join(dir).join("libcuda.so.535.261.03"),
+                elf_header(platform.elf_machine),
+            )
+            .unwrap();
+        }
+        let icd = base.join("usr/share/vulkan/icd.d");
+        fs::create_dir_all(&icd).unwrap();
+        for name in ["nvidia_icd.x86_64.json", "nvidia_icd.aarch64.json"] {
+            fs::write(icd.join(name), "{}").unwrap();
+        }
+        fs::create_dir_all(base.join("etc")).unwrap();
+        let entry = ldcache::Entry {
+            name: "libcuda.so.1".into(),
+            path: "/opt/nv/lib/libcuda.so.1".into(),
+            flags: AARCH64.cache_flags,
+            hwcap: 0,
+        };
+        fs::write(base.join("etc/ld.so.cache"), ldcache::write(&[entry])).unwrap();
+        Rootfs::open(base).unwrap()
+    }
+
+    fn found(files: &DriverFiles, cap: Capability) -> Vec<String> {
+        files
+            .files
+            .get(&cap)
+            .into_iter()
+            .flatten()
+            .map(|f| f.path_in_root.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn each_platform_finds_only_its_own_libraries_and_icd() {
+        let base = std::env::temp_dir().join(format!("two-arch-{}", std::process::id()));
+        let root = two_arch_root(&base);
+        let mut looked = Looked::default();
+        let dirs = library_dirs(&root, &mut looked, &AARCH64);
+        assert_eq!(
+            dirs.lib64.first(),
+            Some(&PathBuf::from("/opt/nv/lib")),
+            "{dirs:?}"
+        );
+        assert!(dirs.lib32.is_empty(), "aarch64 has no compat: {dirs:?}");
+        let arm = scan(&root, "535.261.03", &dirs, &mut looked, &AARCH64);
+        assert_eq!(
+            found(&arm, Capability::Compute),
+            ["opt/nv/lib/libcuda.so.535.261.03"]
+        );
+        assert!(found(&arm, Capability::Graphics)
+            .contains(&"usr/share/vulkan/icd.d/nvidia_icd.aarch64.json".to_owned()));
+        assert!(!found(&arm, Capability::Graphics)
+            .iter()
+            .any(|p| p.contains("x86_64")));
+
+        // x86_64 ignores the aarch64 cache entry and the aarch64 file.
+        let dirs = library_dirs(&root, &mut looked, &X86_64);
+        assert!(
+            !dirs.lib64.contains(&PathBuf::from("/opt/nv/lib")),
+            "{dirs:?}"
+        );
+        let dirs = LibraryDirs {
+            lib64: [dirs.lib64, vec![PathBuf::from("/opt/nv/lib")]].concat(),
+            lib32: dirs.lib32,
+        };
+        let x86 = scan(&root, "535.261.03", &dirs, &mut looked, &X86_64);
+        assert_eq!(
+            found(&x86, Capability::Compute),
+            ["usr/lib/x86_64-linux-gnu/libcuda.so.535.261.03"]
+        );
+        assert!(found(&x86, Capability::Graphics)
+            .contains(&"usr/share/vulkan/icd.d/nvidia_icd.x86_64.json".to_owned()));
+        fs::remove_dir_all(base).unwrap();
+    }
 }

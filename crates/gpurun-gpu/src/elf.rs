@@ -1,10 +1,14 @@
 //! Reading a shared library's SONAME from its ELF dynamic section, and a
 //! named section (the CUDA compat library's note). Files may come from an
-//! image: every offset and size is checked, nothing large is read.
+//! image: every offset and size is checked, nothing large is read. Only a
+//! file of the platform's own machine (`e_machine`) is read: another
+//! architecture's library is no library here.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+
+use crate::platform::Platform;
 
 const DT_NULL: u64 = 0;
 const DT_STRTAB: u64 = 5;
@@ -32,21 +36,41 @@ fn read_at(file: &mut File, offset: u64, len: usize) -> Option<Vec<u8>> {
     Some(buf)
 }
 
-/// The SONAME of a 64-bit little-endian ELF file, if it has one.
-pub fn soname(path: &Path) -> Option<String> {
-    soname_of(&mut File::open(path).ok()?)
+/// The SONAME of a 64-bit little-endian ELF file of `platform`'s machine,
+/// if it has one.
+pub fn soname(path: &Path, platform: &Platform) -> Option<String> {
+    soname_of(&mut File::open(path).ok()?, platform)
 }
 
-/// The 64-byte header of a 64-bit little-endian ELF file.
-fn elf64_le_header(file: &mut File) -> Option<Vec<u8>> {
+/// The `e_machine` of an ELF file of either class (32 or 64-bit).
+pub fn machine(file: &mut File) -> Option<u16> {
+    let header = read_at(file, 0, 20)?;
+    (&header[..4] == b"\x7fELF" && header[5] == 1).then(|| u16_at(&header, 18))?
+}
+
+/// Whether `file` is not an ELF file of another machine than
+/// `platform`'s (a file that is no ELF at all is left to its reader).
+pub fn is_machine(file: &mut File, platform: &Platform) -> bool {
+    machine(file).is_none_or(|m| platform.is_native_machine(m))
+}
+
+/// The 64-byte header of a 64-bit little-endian ELF file of `platform`'s
+/// machine.
+fn elf64_le_header(file: &mut File, platform: &Platform) -> Option<Vec<u8>> {
     let header = read_at(file, 0, 64)?;
-    (&header[..4] == b"\x7fELF" && header[4] == 2 && header[5] == 1).then_some(header)
+    let machine = u16_at(&header, 18)?;
+    (&header[..4] == b"\x7fELF"
+        && header[4] == 2
+        && header[5] == 1
+        && platform.is_native_machine(machine))
+    .then_some(header)
 }
 
-/// The SONAME of an open 64-bit little-endian ELF file, if it has one.
-pub fn soname_of(file: &mut File) -> Option<String> {
+/// The SONAME of an open 64-bit little-endian ELF file of `platform`'s
+/// machine, if it has one.
+pub fn soname_of(file: &mut File, platform: &Platform) -> Option<String> {
     let file = &mut *file;
-    let header = elf64_le_header(file)?;
+    let header = elf64_le_header(file, platform)?;
     let phoff = u64_at(&header, 32)?;
     let phentsize = u16_at(&header, 54)? as usize;
     let phnum = u16_at(&header, 56)? as usize;
@@ -91,10 +115,10 @@ pub fn soname_of(file: &mut File) -> Option<String> {
 
 const SHT_NOTE: u32 = 7;
 
-/// A note section of a 64-bit little-endian ELF file: its bytes (at most
-/// 64 KiB) and alignment.
-pub fn note_section(file: &mut File, name: &str) -> Option<(Vec<u8>, u64)> {
-    let header = elf64_le_header(file)?;
+/// A note section of a 64-bit little-endian ELF file of `platform`'s
+/// machine: its bytes (at most 64 KiB) and alignment.
+pub fn note_section(file: &mut File, name: &str, platform: &Platform) -> Option<(Vec<u8>, u64)> {
+    let header = elf64_le_header(file, platform)?;
     let shoff = u64_at(&header, 0x28)?;
     let shentsize = u16_at(&header, 0x3a)? as usize;
     let shnum = u16_at(&header, 0x3c)? as usize;
@@ -135,15 +159,38 @@ mod tests {
 
     #[test]
     fn reads_the_sonames_of_host_libraries() {
-        for (path, want) in [
-            ("/lib/x86_64-linux-gnu/libc.so.6", "libc.so.6"),
-            ("/lib/x86_64-linux-gnu/libseccomp.so.2", "libseccomp.so.2"),
+        let native = Platform::native();
+        let dir = format!("/lib/{}", native.triplet);
+        for (name, want) in [
+            ("libc.so.6", "libc.so.6"),
+            ("libseccomp.so.2", "libseccomp.so.2"),
         ] {
-            if Path::new(path).exists() {
-                assert_eq!(soname(Path::new(path)).as_deref(), Some(want));
+            let path = Path::new(&dir).join(name);
+            if path.exists() {
+                assert_eq!(soname(&path, native).as_deref(), Some(want));
             }
         }
-        assert_eq!(soname(Path::new("/etc/passwd")), None);
-        assert_eq!(soname(Path::new("/nonexistent")), None);
+        assert_eq!(soname(Path::new("/etc/passwd"), native), None);
+        assert_eq!(soname(Path::new("/nonexistent"), native), None);
+    }
+
+    /// The host's own libc is no library for the other platform.
+    #[test]
+    fn another_machines_library_is_not_read() {
+        let native = Platform::native();
+        let other = if native == &crate::platform::X86_64 {
+            &crate::platform::AARCH64
+        } else {
+            &crate::platform::X86_64
+        };
+        let libc = Path::new("/lib").join(native.triplet).join("libc.so.6");
+        let mut file = File::open(&libc).unwrap();
+        assert_eq!(machine(&mut file), Some(native.elf_machine));
+        assert!(is_machine(&mut file, native));
+        assert!(!is_machine(&mut file, other));
+        assert_eq!(soname(&libc, other), None);
+        let mut text = File::open("/etc/passwd").unwrap();
+        assert_eq!(machine(&mut text), None);
+        assert!(is_machine(&mut text, other), "no ELF: left to its reader");
     }
 }

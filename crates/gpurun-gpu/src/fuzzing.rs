@@ -71,7 +71,11 @@ pub mod compat_note {
         let path = std::env::temp_dir().join(format!("compat-note-fuzz-{}", std::process::id()));
         if std::fs::write(&path, section).is_ok() {
             if let Ok(mut file) = std::fs::File::open(&path) {
-                let _ = crate::elf::note_section(&mut file, crate::cuda_compat::NOTE_SECTION);
+                let _ = crate::elf::note_section(
+                    &mut file,
+                    crate::cuda_compat::NOTE_SECTION,
+                    crate::platform::Platform::native(),
+                );
             }
         }
     }
@@ -246,6 +250,7 @@ pub mod spec {
             files: BTreeMap::from([(Capability::Compute, vec![libcuda])]),
             firmware: Vec::new(),
             notes: Vec::new(),
+            platform: crate::platform::Platform::native(),
         }
     }
 

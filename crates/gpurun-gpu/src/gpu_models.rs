@@ -33,10 +33,22 @@ pub fn cuda_version_for_driver(driver: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-/// Compute capability from the model name, for hosts without NVML.
+/// Compute capability from the model name, for hosts without NVML. The
+/// first key the name contains wins, so a longer name comes before the
+/// shorter one inside it (GB300 before B300, A100 before A10).
 pub fn arch_for_model(model: &str) -> Option<String> {
     let m = model.to_ascii_uppercase();
     let table = [
+        // Arm hosts: DGX Spark's GB10, the GB200/GB300 NVL72 superchips,
+        // Jetson Thor and Orin (Grace Hopper is GH200, below).
+        ("GB10", "12.1"),
+        ("GB300", "10.3"),
+        ("GB200", "10.0"),
+        ("THOR", "11.0"),
+        ("ORIN", "8.7"),
+        ("B300", "10.3"),
+        ("RTX PRO 6000 BLACKWELL", "12.0"),
+        ("RTX 50", "12.0"),
         ("B200", "10.0"),
         ("B100", "10.0"),
         ("GH200", "9.0"),
@@ -109,6 +121,18 @@ mod tests {
             arch_for_model("NVIDIA A100-SXM4-40GB").as_deref(),
             Some("8.0")
         );
+        for (model, arch) in [
+            ("NVIDIA GB10", "12.1"),
+            ("NVIDIA GB200", "10.0"),
+            ("NVIDIA GB300", "10.3"),
+            ("NVIDIA B300 SXM6 AC", "10.3"),
+            ("NVIDIA GH200 480GB", "9.0"),
+            ("NVIDIA Thor", "11.0"),
+            ("Orin (nvgpu)", "8.7"),
+            ("NVIDIA GeForce RTX 5090", "12.0"),
+        ] {
+            assert_eq!(arch_for_model(model).as_deref(), Some(arch), "{model}");
+        }
         assert_eq!(
             brand_for_model("NVIDIA GeForce RTX 4090").as_deref(),
             Some("geforce")

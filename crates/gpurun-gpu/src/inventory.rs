@@ -21,6 +21,7 @@ use crate::gated::{self, Gated};
 use crate::gpu_models::{arch_for_model, brand_for_model, cuda_version_for_driver};
 pub use crate::gpus::{DeviceNode, Gpu, MigDevice};
 use crate::inventory_cache::{self, PathState};
+use crate::platform::Platform;
 use crate::roots::Roots;
 use safe_fs::Rootfs;
 
@@ -49,6 +50,9 @@ pub struct Inventory {
     pub firmware: Vec<DriverFile>,
     /// What discovery left out, and why.
     pub notes: Vec<String>,
+    /// The host's architecture: its library directories and linker-cache
+    /// flags.
+    pub platform: &'static Platform,
 }
 
 impl Inventory {
@@ -118,11 +122,12 @@ pub fn discover_cached(
         }
     }
     let mut looked = Looked::default();
-    let dirs = driver_files::library_dirs(&root, &mut looked);
+    let platform = Platform::native();
+    let dirs = driver_files::library_dirs(&root, &mut looked, platform);
     let (source_name, facts) =
         gpu_facts(roots, &root, &dirs, source, module.as_ref(), &mut looked)?;
     let version = facts.driver_version;
-    let found = driver_files::scan(&root, &version, &dirs, &mut looked);
+    let found = driver_files::scan(&root, &version, &dirs, &mut looked, platform);
     check_libraries_match_the_module(roots, &root, &dirs, &found, &version, &mut looked)?;
     if let Some((dir, m)) = cache {
         let watched = looked.0.iter().map(|p| PathState::of(p)).collect();
@@ -270,6 +275,7 @@ fn assemble(
         files,
         firmware,
         notes,
+        platform: Platform::native(),
     }
 }
 
@@ -711,7 +717,7 @@ mod fake_tree {
                 ["/usr/local/nvidia/lib64", "/lib"].map(|d| crate::ldcache::Entry {
                     name: so.to_string(),
                     path: format!("{d}/{so}"),
-                    flags: crate::ldcache::FLAG_X86_64_LIBC6,
+                    flags: Platform::native().cache_flags,
                     hwcap: 0,
                 })
             })

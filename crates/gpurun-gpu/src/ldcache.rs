@@ -15,9 +15,6 @@ const MAGIC_OLD: &[u8; 11] = b"ld.so-1.7.0";
 const HEADER_LEN: usize = 48;
 const ENTRY_LEN: usize = 24;
 const OLD_ENTRY_LEN: usize = 12;
-/// `FLAG_ELF_LIBC6 | FLAG_X8664_LIB64`: what `ldconfig -p` shows as
-/// "(libc6,x86-64)".
-pub const FLAG_X86_64_LIBC6: i32 = 0x0303;
 const ENDIAN_LITTLE: u8 = 2;
 /// No real cache comes near this; a bigger count is hostile.
 const MAX_ENTRIES: usize = 1 << 20;
@@ -211,7 +208,7 @@ mod tests {
         Entry {
             name: name.into(),
             path: path.into(),
-            flags: FLAG_X86_64_LIBC6,
+            flags: crate::platform::X86_64.cache_flags,
             hwcap: 0,
         }
     }
@@ -264,7 +261,7 @@ mod tests {
         bytes[20..24].copy_from_slice(&(n as u32).to_le_bytes());
         for i in 0..n {
             let at = HEADER_LEN + i * ENTRY_LEN;
-            bytes[at..at + 4].copy_from_slice(&FLAG_X86_64_LIBC6.to_le_bytes());
+            bytes[at..at + 4].copy_from_slice(&crate::platform::X86_64.cache_flags.to_le_bytes());
             bytes[at + 4..at + 8].copy_from_slice(&(string_at as u32).to_le_bytes());
             bytes[at + 8..at + 12].copy_from_slice(&(string_at as u32).to_le_bytes());
         }
@@ -322,11 +319,13 @@ mod glibc_agrees {
         let dir = std::env::temp_dir().join(format!("ldcache-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("ld.so.cache");
+        // Both platforms' flags: glibc's own labels say which is which.
+        let platforms = [crate::platform::X86_64, crate::platform::AARCH64];
         let entries: Vec<Entry> = (1..=12)
             .map(|i| Entry {
                 name: format!("libgpurun{i}.so.1"),
                 path: format!("/opt/lib/libgpurun{i}.so.1"),
-                flags: FLAG_X86_64_LIBC6,
+                flags: platforms[i % 2].cache_flags,
                 hwcap: 0,
             })
             .collect();
@@ -339,9 +338,10 @@ mod glibc_agrees {
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.starts_with("12 libs found in cache"), "{text}");
-        for e in &entries {
+        for (i, e) in entries.iter().enumerate() {
+            let label = platforms[(i + 1) % 2].cache_label;
             assert!(
-                text.contains(&format!("{} (libc6,x86-64) => {}", e.name, e.path)),
+                text.contains(&format!("{} ({label}) => {}", e.name, e.path)),
                 "{text}"
             );
         }

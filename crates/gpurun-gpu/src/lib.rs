@@ -26,6 +26,7 @@ pub mod inventory_cache;
 pub mod ldcache;
 pub mod mount_points;
 pub mod nvml;
+pub mod platform;
 pub mod require;
 pub mod roots;
 pub mod slurm;
@@ -33,6 +34,7 @@ pub mod spec_env;
 
 pub use caps::Capability;
 pub use inventory::{discover, Inventory, Source};
+pub use platform::Platform;
 pub use roots::{RootFlags, Roots};
 pub mod plan;
 pub mod request;

@@ -12,7 +12,8 @@ use crate::cuda_compat;
 use crate::devlist::{DeviceRef, DeviceSelection};
 use crate::gated::{self, Gated, ImexChannels};
 use crate::inventory::{DeviceNode, DriverFile, FileKind, Gpu, Inventory};
-use crate::ldcache::{self, Entry};
+use crate::ldcache::Entry;
+use crate::platform::Platform;
 use crate::request::Request;
 use crate::require::Facts;
 use safe_fs::Rootfs;
@@ -84,15 +85,6 @@ pub struct ProcDriverNvidia {
     pub gpus: Vec<String>,
 }
 
-/// Library directories of images, most specific first.
-const IMAGE_LIB_DIRS: &[&str] = &[
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib64",
-    "/lib64",
-    "/usr/lib",
-];
-const IMAGE_LIB32_DIRS: &[&str] = &["/usr/lib/i386-linux-gnu", "/usr/lib32", "/lib32"];
-
 /// Read-only, no setuid, no devices. Libraries and binaries must stay
 /// executable (a library on a noexec mount cannot be mapped); firmware and
 /// data need not.
@@ -104,17 +96,18 @@ fn ro_options(exec: bool) -> Vec<String> {
     o.into_iter().map(str::to_owned).collect()
 }
 
-/// The image's own library directory, resolved inside the rootfs. A symlink
-/// that points out of the rootfs resolves to inside it instead, so a hostile
-/// image gets its libraries at a harmless place, never on the host.
-pub fn image_lib_dir(rootfs: Option<&Rootfs>, compat32: bool) -> PathBuf {
+/// The image's own library directory (the platform's, most specific
+/// first), resolved inside the rootfs. A symlink that points out of the
+/// rootfs resolves to inside it instead, so a hostile image gets its
+/// libraries at a harmless place, never on the host.
+pub fn image_lib_dir(rootfs: Option<&Rootfs>, compat32: bool, platform: &Platform) -> PathBuf {
     let candidates = if compat32 {
-        IMAGE_LIB32_DIRS
+        platform.image_lib32_dirs()
     } else {
-        IMAGE_LIB_DIRS
+        platform.image_lib_dirs()
     };
     if let Some(rootfs) = rootfs {
-        for dir in candidates {
+        for dir in &candidates {
             if let Some(real) = rootfs.real_dir(Path::new(dir)) {
                 return real;
             }
@@ -358,7 +351,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         _ => None,
     };
     if let Some(compat) = cuda_compat.as_ref().filter(|c| c.used) {
-        compat_first(compat, &mut ldcache_entries);
+        compat_first(compat, inv.platform, &mut ldcache_entries);
     }
     ldcache_entries.sort_by(|a, b| a.name.cmp(&b.name));
     ldcache_entries.dedup();
@@ -513,8 +506,9 @@ fn driver_mounts(
     caps: &BTreeSet<Capability>,
     rootfs: Option<&Rootfs>,
 ) -> (Vec<PlannedMount>, Vec<Entry>) {
-    let lib_dir = image_lib_dir(rootfs, false);
-    let lib32_dir = image_lib_dir(rootfs, true);
+    let platform = inv.platform;
+    let lib_dir = image_lib_dir(rootfs, false, platform);
+    let lib32_dir = image_lib_dir(rootfs, true, platform);
     let mut mounts: Vec<PlannedMount> = Vec::new();
     let mut entries: Vec<Entry> = Vec::new();
     for f in driver_files(inv, caps) {
@@ -539,10 +533,9 @@ fn driver_mounts(
                     entries.push(Entry {
                         name: soname.clone(),
                         path: dir.join(soname).to_string_lossy().into_owned(),
-                        flags: if f.compat32 {
-                            0x0003
-                        } else {
-                            ldcache::FLAG_X86_64_LIBC6
+                        flags: match platform.compat32_cache_flags() {
+                            Some(flags) if f.compat32 => flags,
+                            _ => platform.cache_flags,
                         },
                         hwcap: 0,
                     });
@@ -602,10 +595,10 @@ fn resolve_in_rootfs(root: &Rootfs, mounts: &mut [PlannedMount]) {
 
 /// The compat directory first in the linker cache: its libraries' names
 /// point there.
-fn compat_first(compat: &CudaCompat, entries: &mut [Entry]) {
+fn compat_first(compat: &CudaCompat, platform: &Platform, entries: &mut [Entry]) {
     for entry in entries
         .iter_mut()
-        .filter(|e| e.flags == ldcache::FLAG_X86_64_LIBC6)
+        .filter(|e| e.flags == platform.cache_flags)
     {
         if compat.names.contains(&entry.name) {
             entry.path = compat.dir.join(&entry.name).to_string_lossy().into_owned();
@@ -681,7 +674,9 @@ pub fn find_cuda_compat(
         )
         .ok()
         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
-        .and_then(|mut f| crate::elf::note_section(&mut f, cuda_compat::NOTE_SECTION))
+        .and_then(|mut f| {
+            crate::elf::note_section(&mut f, cuda_compat::NOTE_SECTION, Platform::native())
+        })
         .and_then(|(bytes, align)| cuda_compat::parse_note(&bytes, align));
     let (used, why) = cuda_compat::decide(&version, note.as_ref(), host_driver, host_cuda);
     let mut names: Vec<String> = names.into_iter().filter(|n| n.contains(".so.")).collect();
@@ -766,6 +761,7 @@ mod tests {
             files: BTreeMap::new(),
             firmware: Vec::new(),
             notes: Vec::new(),
+            platform: crate::platform::Platform::native(),
         }
     }
 
@@ -801,6 +797,52 @@ mod tests {
         }
         let err = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0:5"]), None).unwrap_err();
         assert!(err.to_string().contains("no MIG device 0:5"), "{err}");
+    }
+
+    /// On aarch64 the libraries go to the image's aarch64 multiarch
+    /// directory with aarch64's linker-cache flags; on x86_64 to x86_64's.
+    #[test]
+    fn libraries_follow_the_platforms_directory_and_cache_flags() {
+        use crate::platform::{AARCH64, X86_64};
+        let dir = std::env::temp_dir().join(format!("plan-platform-{}", std::process::id()));
+        for platform in [&AARCH64, &X86_64] {
+            let rootfs = dir.join(platform.arch);
+            std::fs::create_dir_all(rootfs.join("usr/lib").join(platform.triplet)).unwrap();
+            let mut inv = inventory(PathBuf::from("/nonexistent"));
+            inv.platform = platform;
+            let libcuda = DriverFile {
+                kind: FileKind::Library,
+                host_path: PathBuf::from("/drv/libcuda.so.535.261.03"),
+                path_in_root: PathBuf::from("drv/libcuda.so.535.261.03"),
+                soname: Some("libcuda.so.1".into()),
+                compat32: false,
+                container_path: None,
+            };
+            inv.files = BTreeMap::from([(Capability::Compute, vec![libcuda])]);
+            let req = request(&[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                "NVIDIA_DRIVER_CAPABILITIES=compute",
+            ]);
+            let plan = make(&inv, &req, Some(&rootfs)).unwrap();
+            let want = format!("/usr/lib/{}/libcuda.so.1", platform.triplet);
+            let entry = plan
+                .ldcache
+                .iter()
+                .find(|e| e.name == "libcuda.so.1")
+                .unwrap();
+            assert_eq!(
+                (entry.path.as_str(), entry.flags),
+                (want.as_str(), platform.cache_flags)
+            );
+            assert!(
+                plan.mounts
+                    .iter()
+                    .any(|m| m.destination == Path::new(&want)),
+                "{:?}",
+                plan.mounts
+            );
+        }
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -8,8 +8,8 @@
  * program that is a "#!/proc/self/exe" script (CVE-2019-5736) starts the
  * stub again, which refuses to run on its own.
  *
- * Freestanding: no libc, no loader, no relocations; under 9 KB, most of
- * it page alignment.
+ * Freestanding: no libc, no loader, no relocations; for x86_64 and
+ * aarch64. Under 9 KB on x86_64, most of it page alignment.
  *
  * argv: [0] any  [1] STUB_MAGIC  [2] program  [3] search path (execvp's
  * PATH, used when program has no '/')  [4] N sinks, then N times
@@ -20,10 +20,21 @@
 
 #define STUB_MAGIC "gpurun-exec-v1"
 
+/* The architecture's system call numbers and its one instruction for a
+ * call (x86_64's syscall, aarch64's svc #0). */
+#if defined(__x86_64__)
 #define SYS_write 1
 #define SYS_fcntl 72
 #define SYS_execve 59
 #define SYS_exit_group 231
+#elif defined(__aarch64__)
+#define SYS_write 64
+#define SYS_fcntl 25
+#define SYS_execve 221
+#define SYS_exit_group 94
+#else
+#error "gpurun's exec stub is written for x86_64 and aarch64"
+#endif
 
 #define ENOENT 2
 #define ENODEV 19
@@ -34,12 +45,24 @@
 
 static long syscall3(long n, long a, long b, long c)
 {
+#if defined(__x86_64__)
 	long ret;
 	__asm__ volatile("syscall"
 			 : "=a"(ret)
 			 : "a"(n), "D"(a), "S"(b), "d"(c)
 			 : "rcx", "r11", "memory");
 	return ret;
+#else
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	__asm__ volatile("svc #0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2)
+			 : "memory");
+	return x0;
+#endif
 }
 
 static void __attribute__((noreturn)) leave(int code)
@@ -209,9 +232,18 @@ bad:
 	leave(255);
 }
 
+/* The kernel starts us with sp at argc; stub_main gets that pointer. */
+#if defined(__x86_64__)
 __asm__(".globl _start\n"
 	"_start:\n"
 	"	mov %rsp, %rdi\n"
 	"	and $-16, %rsp\n"
 	"	call stub_main\n"
 	"	hlt\n");
+#else
+__asm__(".globl _start\n"
+	"_start:\n"
+	"	mov x0, sp\n"
+	"	bl stub_main\n"
+	"	brk #0\n");
+#endif

@@ -60,7 +60,9 @@ pub(super) fn folder_view(
                         .open_in(&path, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK)
                         .ok()
                         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
-                        .and_then(|mut f| crate::elf::soname_of(&mut f)),
+                        .and_then(|mut f| {
+                            crate::elf::soname_of(&mut f, crate::platform::Platform::native())
+                        }),
                 },
                 Err(_) => continue,
             };
@@ -73,7 +75,7 @@ pub(super) fn folder_view(
                 view.insert(
                     name.to_string_lossy().into_owned(),
                     Seen::File {
-                        soname: crate::elf::soname(source),
+                        soname: crate::elf::soname(source, crate::platform::Platform::native()),
                     },
                 );
             }
@@ -100,7 +102,7 @@ pub(super) fn scan_folder(folder: &Path, view: &BTreeMap<String, Seen>) -> (Vec<
     let entry = |name: &str| Entry {
         name: name.to_owned(),
         path: folder.join(name).to_string_lossy().into_owned(),
-        flags: ldcache::FLAG_X86_64_LIBC6,
+        flags: crate::platform::Platform::native().cache_flags,
         hwcap: 0,
     };
     let (mut entries, mut links) = (Vec::new(), Vec::new());

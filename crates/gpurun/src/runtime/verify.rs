@@ -6,16 +6,15 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use gpurun_gpu::{flow, plan};
+use gpurun_gpu::{flow, plan, Platform};
 use libcontainer::oci_spec::runtime::Spec;
 
 use crate::runtime::launch::{self, LaunchArgs};
 use crate::runtime::{context::Ctx, driver_paths};
 
 /// Libraries nvidia-smi links against, copied from the host into the
-/// throwaway rootfs when no --rootfs is given.
+/// throwaway rootfs when no --rootfs is given (with the platform's loader).
 const HOST_LIBS: &[&str] = &[
-    "ld-linux-x86-64.so.2",
     "libc.so.6",
     "libm.so.6",
     "libdl.so.2",
@@ -24,7 +23,9 @@ const HOST_LIBS: &[&str] = &[
 ];
 
 fn minimal_rootfs(dir: &Path) -> Result<()> {
-    let lib = dir.join("usr/lib/x86_64-linux-gnu");
+    let platform = Platform::native();
+    let multiarch = Path::new("usr/lib").join(platform.triplet);
+    let lib = dir.join(&multiarch);
     for d in [
         &lib,
         &dir.join("usr/bin"),
@@ -37,16 +38,22 @@ fn minimal_rootfs(dir: &Path) -> Result<()> {
     ] {
         fs::create_dir_all(d)?;
     }
-    for name in HOST_LIBS {
-        fs::copy(
-            Path::new("/lib/x86_64-linux-gnu").join(name),
-            lib.join(name),
-        )
-        .with_context(|| format!("copy the host's {name} into the verify rootfs"))?;
+    // Debian and Ubuntu keep them in the multiarch directory, RHEL in
+    // /usr/lib64.
+    let host_lib = [Path::new("/").join(&multiarch), PathBuf::from("/usr/lib64")]
+        .into_iter()
+        .find(|d| d.join("libc.so.6").exists())
+        .context("the host's libc.so.6 is neither in its multiarch directory nor in /usr/lib64")?;
+    for name in HOST_LIBS.iter().chain([&platform.loader]) {
+        fs::copy(host_lib.join(name), lib.join(name))
+            .with_context(|| format!("copy the host's {name} into the verify rootfs"))?;
     }
+    // Where programs ask for the loader (/lib64/... or /lib/...: both lead
+    // into /usr below), inside the container.
+    let loader_at = Path::new("usr").join(platform.loader_path.trim_start_matches('/'));
     symlink(
-        "../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
-        dir.join("usr/lib64/ld-linux-x86-64.so.2"),
+        Path::new("/").join(&multiarch).join(platform.loader),
+        dir.join(loader_at),
     )?;
     for (link, target) in [
         ("lib", "usr/lib"),
