@@ -306,6 +306,13 @@ fn relative(in_root: &Path) -> PathBuf {
 
 const ELF_MAGIC: &[u8] = b"\x7fELF";
 
+/// Whether a found ELF file is of the platform's machine.
+fn native_elf(found: &safe_fs::Found, platform: &Platform) -> bool {
+    found
+        .reopen_regular()
+        .is_ok_and(|mut f| elf::is_machine(&mut f, platform))
+}
+
 /// Every file of driver `version` in `root`: its libraries (by
 /// capability, 64- and 32-bit), programs, the loaders' vendor files, the
 /// daemons' sockets and GSP firmware.
@@ -318,7 +325,7 @@ pub fn scan(
 ) -> DriverFiles {
     let mut out = DriverFiles::default();
     scan_libraries(root, version, dirs, looked, platform, &mut out);
-    scan_programs(root, dirs, looked, &mut out);
+    scan_programs(root, dirs, looked, platform, &mut out);
     scan_config_files(root, dirs, looked, platform, &mut out);
     scan_sockets(root, looked, &mut out);
     scan_firmware(root, version, dirs, looked, &mut out);
@@ -399,8 +406,15 @@ fn scan_libraries(
     }
 }
 
-/// Programs: the `bin` beside each library directory, then the usual.
-fn scan_programs(root: &Rootfs, dirs: &LibraryDirs, looked: &mut Looked, out: &mut DriverFiles) {
+/// Programs: the `bin` beside each library directory, then the usual; an
+/// ELF program of the platform's machine only.
+fn scan_programs(
+    root: &Rootfs,
+    dirs: &LibraryDirs,
+    looked: &mut Looked,
+    platform: &Platform,
+    out: &mut DriverFiles,
+) {
     let mut bin_dirs: Vec<PathBuf> = Vec::new();
     for dir in &dirs.lib64 {
         if let Some(parent) = dir.parent() {
@@ -423,6 +437,12 @@ fn scan_programs(root: &Rootfs, dirs: &LibraryDirs, looked: &mut Looked, out: &m
                     continue;
                 };
                 match found.head(4) {
+                    Ok(magic) if magic == ELF_MAGIC && !native_elf(&found, platform) => {
+                        out.notes.push(format!(
+                            "{} is another machine's program: not injected",
+                            found.in_root.display()
+                        ))
+                    }
                     Ok(magic) if magic == ELF_MAGIC => {
                         out.files.entry(cap).or_default().push(DriverFile {
                             kind: FileKind::Binary,
@@ -618,6 +638,20 @@ mod tests {
             )
             .unwrap();
         }
+        // nvidia-smi of the other machine in /usr/bin, the platform's own
+        // beside the aarch64 libraries (their `bin`).
+        fs::create_dir_all(base.join("usr/bin")).unwrap();
+        fs::create_dir_all(base.join("opt/nv/bin")).unwrap();
+        fs::write(
+            base.join("usr/bin/nvidia-smi"),
+            elf_header(X86_64.elf_machine),
+        )
+        .unwrap();
+        fs::write(
+            base.join("opt/nv/bin/nvidia-smi"),
+            elf_header(AARCH64.elf_machine),
+        )
+        .unwrap();
         let icd = base.join("usr/share/vulkan/icd.d");
         fs::create_dir_all(&icd).unwrap();
         for name in ["nvidia_icd.x86_64.json", "nvidia_icd.aarch64.json"] {
@@ -666,6 +700,7 @@ mod tests {
         assert!(!found(&arm, Capability::Graphics)
             .iter()
             .any(|p| p.contains("x86_64")));
+        assert_eq!(found(&arm, Capability::Utility), ["opt/nv/bin/nvidia-smi"]);
 
         // x86_64 ignores the aarch64 cache entry and the aarch64 file.
         let dirs = library_dirs(&root, &mut looked, &X86_64);
@@ -684,6 +719,7 @@ mod tests {
         );
         assert!(found(&x86, Capability::Graphics)
             .contains(&"usr/share/vulkan/icd.d/nvidia_icd.x86_64.json".to_owned()));
+        assert_eq!(found(&x86, Capability::Utility), ["usr/bin/nvidia-smi"]);
         fs::remove_dir_all(base).unwrap();
     }
 }
