@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 binary=${1:-target/debug/gpurun}
 cache=${GPURUN_DEB_CHECK_CACHE:-/var/cache/gpurun-deb-check}
 mkdir -p "$cache"
-deb=$(GPURUN_DEB_BINARY="$binary" sh scripts/package-deb.sh)
+deb=$(GPURUN_PACKAGE_BINARY="$binary" sh scripts/package-deb.sh)
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "check-deb: Depends: $depends"
 # The glibc the binary needs: its newest GLIBC_2.x version, and 2.36 for
