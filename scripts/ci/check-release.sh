@@ -62,13 +62,18 @@ in_overlay() {
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
+# Every architecture's binary in one build, in the order named.
+build_args=""
+for arch in "$@"; do build_args="$build_args --arch $arch"; done
+# shellcheck disable=SC2086
+sh scripts/release-build.sh $build_args > "$work/binaries"
 for arch in "$@"; do
   case "$arch" in
     amd64) machine=x86-64; rpm_arch=x86_64 ;;
     arm64) machine=aarch64; rpm_arch=aarch64; binfmt ;;
     *) fail "no release for $arch: use amd64 or arm64" ;;
   esac
-  binary=$(sh scripts/release-build.sh --arch "$arch")
+  binary=$(sed -n 1p "$work/binaries"); sed -i 1d "$work/binaries"
   file -b "$binary" | grep -q "$machine" || fail "$binary is not an $machine ELF: $(file -b "$binary")"
   needed=$(readelf -V "$binary" | grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
   dpkg --compare-versions "$needed" le "$floor" || fail "$arch: the binary needs GLIBC_$needed, over the floor $floor"
@@ -81,7 +86,10 @@ for arch in "$@"; do
   say "$arch: $(basename "$deb"): Depends: $(dpkg-deb -f "$deb" Depends)"
   lintian --fail-on error --suppress-tags bogus-mail-host,bogus-mail-host-in-debian-changelog,root-in-contact \
     "$deb" > "$work/lintian" 2>&1 || { cat "$work/lintian" >&2; fail "$arch: lintian reports errors"; }
-  say "$rpm_arch: $(basename "$rpm"): Requires: $(rpm -qpR "$rpm" 2>/dev/null | grep -v '^rpmlib(' | tr '\n' ' ')"
+  requires=$(rpm -qpR "$rpm" 2>/dev/null | grep -v '^rpmlib(')
+  say "$rpm_arch: $(basename "$rpm"): Requires: $(echo "$requires" | grep -v '(GLIBC_' | tr '\n' ' ')and" \
+    "$(echo "$requires" | grep -c '(GLIBC_') symbol versions, the newest" \
+    "$(echo "$requires" | grep -o 'GLIBC_2\.[0-9]*' | sort -uV | tail -1)"
   rpm -qpl "$rpm" 2>/dev/null | grep -qx /usr/bin/gpurun || fail "$rpm_arch: the rpm has no /usr/bin/gpurun"
   rpm -qpl "$rpm" 2>/dev/null | grep -q '^/usr/share/man/man8/gpurun.8' || fail "$rpm_arch: the rpm has no man page"
   # Unsigned: a package built here has no key to be signed with.

@@ -550,10 +550,14 @@ mod fake_tree {
     use super::*;
 
     /// A shared library with the given SONAME, built with the host's cc.
+    /// A shared library of the platform's machine: `GPURUN_TEST_CC` is
+    /// the target's compiler where the tests run on another (aarch64 under
+    /// qemu-user, scripts/ci/test-aarch64.sh).
     fn build_so(path: &Path, soname: &str) {
         let src = path.with_extension("c");
         fs::write(&src, "int gpurun_fake(void) { return 1; }\n").unwrap();
-        let status = Command::new("cc")
+        let cc = std::env::var("GPURUN_TEST_CC").unwrap_or_else(|_| "cc".into());
+        let status = Command::new(cc)
             .args(["-shared", "-fPIC", &format!("-Wl,-soname,{soname}"), "-o"])
             .arg(path)
             .arg(&src)
@@ -593,7 +597,12 @@ mod fake_tree {
         .unwrap();
         let real_bin = driver.join("usr/lib/nvidia/current");
         fs::create_dir_all(&real_bin).unwrap();
-        fs::copy("/bin/true", real_bin.join("nvidia-smi")).unwrap();
+        // A program of the platform's machine: this test binary.
+        fs::copy(
+            std::env::current_exe().unwrap(),
+            real_bin.join("nvidia-smi"),
+        )
+        .unwrap();
         let proc_dir = root.join("proc/driver/nvidia");
         fs::create_dir_all(proc_dir.join("gpus/0000:3b:00.0")).unwrap();
         fs::write(
@@ -732,7 +741,11 @@ mod fake_tree {
             "#!/bin/sh\nexec /usr/local/nvidia/bin/nvidia-smi \"$@\"\n",
         )
         .unwrap();
-        fs::copy("/bin/true", host.join("usr/local/nvidia/bin/nvidia-smi")).unwrap();
+        fs::copy(
+            std::env::current_exe().unwrap(),
+            host.join("usr/local/nvidia/bin/nvidia-smi"),
+        )
+        .unwrap();
         let proc_dir = root.join("proc/driver/nvidia");
         fs::create_dir_all(&proc_dir).unwrap();
         fs::write(
