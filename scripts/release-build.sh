@@ -8,9 +8,10 @@
 # and proc-macros built once). Prints each binary's path, one a line, in
 # the order asked.
 #   sh scripts/release-build.sh [--arch amd64|arm64]...   (default: this host's)
-#   GPURUN_RELEASE_PROFILE=dev builds the same way without optimisation
-#   (a quicker build for the package checks: the same glibc calls, since
-#   a release build only drops code).
+#   GPURUN_RELEASE_PROFILE=link-check builds the same way without
+#   optimisation or debug info (Cargo.toml: the package checks' quicker
+#   build; zig links against 2.28's symbols alone, so it links only if
+#   every glibc call is 2.28's, as the release build does).
 # .cargo/config.toml gives each target its flags (the multiarch -L, and
 # 64K page alignment on aarch64). The C libraries linked dynamically
 # (libelf, for libbpf) are the target system's at run time: their own

@@ -19,6 +19,16 @@ mark "built, fmt, clippy, fork checked"
 # root (its Depends computed from the binary), --version and features.
 sh scripts/ci/check-deb.sh target/debug/gpurun
 mark "package checked"
+# What users install, on both architectures (docs/install.md): the glibc
+# 2.28 builds for amd64 and arm64 (unoptimised: zig links against 2.28's
+# symbols alone, so a build links only if every glibc call is 2.28's, and
+# a release build only drops code), their .deb and .rpm, installed and run
+# in Debian 11 roots (arm64 under qemu-user); then the GPU library's unit
+# tests built for aarch64 and run under qemu-user.
+GPURUN_RELEASE_PROFILE=link-check sh scripts/ci/check-release.sh amd64 arm64
+mark "release builds and packages checked"
+sh scripts/ci/test-aarch64.sh
+mark "aarch64 unit tests"
 # No module circle in any crate; the binary's layers point one way.
 python3 scripts/ci/check-layers.py
 # No package archive's host written in a script: they take the system's
@@ -65,3 +75,7 @@ mark "host matrix 6.12"
 # (integration/slurm.sh ran above on this cgroup v1 host).
 sh integration/slurm.sh "$PWD/target/debug/gpurun" 6.12
 mark "slurm 6.12; every test passed"
+# The whole run against CI's limit (5,400 s): above 3,000 s, a warning.
+total=$(($(date +%s) - started))
+echo "test.sh: $total s in all, of CI's 5400 s"
+[ "$total" -le 3000 ] || echo "test.sh: warning: over 3000 s: CI's margin is going (docs/testing.md has each part's time)"

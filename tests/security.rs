@@ -266,7 +266,7 @@ fn exec_d_processes_get_the_containers_seccomp_filter() {
         c["process"]["terminal"] = serde_json::json!(false);
         c["linux"]["seccomp"] = serde_json::json!({
             "defaultAction": "SCMP_ACT_ALLOW",
-            "architectures": ["SCMP_ARCH_X86_64"],
+            "architectures": [native_scmp_arch()],
             // An errno nothing else gives mkdir (ENOMSG), so only the
             // filter can have refused it.
             "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 42}]

@@ -27,7 +27,7 @@ fn seccomp_rules_notify_and_no_new_privileges_false() {
             &bundle,
             json!({
                 "defaultAction": "SCMP_ACT_ALLOW",
-                "architectures": ["SCMP_ARCH_X86_64"],
+                "architectures": [native_scmp_arch()],
                 "syscalls": [
                     {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
                     mode_arg(&["chmod", "fchmod"], 1),
@@ -90,7 +90,7 @@ open(sys.argv[2], 'w').write('fds=%d %s' % (len(fds), msg.decode()))\n\
             "defaultAction": "SCMP_ACT_ALLOW",
             "listenerPath": socket,
             "listenerMetadata": "from-the-spec",
-            "architectures": ["SCMP_ARCH_X86_64"],
+            "architectures": [native_scmp_arch()],
             "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_NOTIFY"}]
         }),
         false,

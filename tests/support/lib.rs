@@ -51,6 +51,16 @@ pub fn gpurun_bin() -> PathBuf {
     bin
 }
 
+/// The seccomp architecture of the host's own programs (a profile naming
+/// only another one filters nothing here).
+pub fn native_scmp_arch() -> &'static str {
+    if cfg!(target_arch = "aarch64") {
+        "SCMP_ARCH_AARCH64"
+    } else {
+        "SCMP_ARCH_X86_64"
+    }
+}
+
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
