@@ -14,6 +14,8 @@ engine NAME        one integration suite: containerd docker podman compose lxc s
 guest KERNEL       the test programs tests/matrix.txt names for KERNEL (6.1, 6.12), in a VM
 fuzz [SECONDS]     every fuzz target (nightly toolchain; scripts/ci/fuzz.sh)
 package            build the .deb and check it (lintian, a clean Debian 12 root)
+release [ARCH...]  the glibc 2.28 release builds and their .deb and .rpm (amd64 arm64), checked
+arm                the GPU library's unit tests and the arm64 binary's GPU flow under qemu-user
 bench              the interleaved benchmarks: run, the engine path, against today's runc
 all                everything CI runs (scripts/test.sh)
 EOF
@@ -46,6 +48,14 @@ case "${1:---list}" in
   package)
     build
     sh scripts/ci/check-deb.sh "$gpurun"
+    ;;
+  release)
+    shift
+    sh scripts/ci/check-release.sh "$@"
+    ;;
+  arm)
+    build
+    sh scripts/ci/test-aarch64.sh
     ;;
   bench)
     sh scripts/bench/run.sh
