@@ -72,15 +72,11 @@ else
 fi
 rm -rf "$shlib"
 [ -n "$depends" ] || { echo "package-deb.sh: error: dpkg-shlibdeps found no dependencies of the binary" >&2; exit 1; }
-# glibc's own floor is the newest GLIBC_ version the binary's symbols
-# name (2.28 for a release build), and 2.36 for packed relative
-# relocations (GLIBC_ABI_DT_RELR, a version without a symbol). Debian's
-# symbols files since 2.34 date every libpthread, libdl and libutil symbol
-# 2.34, where they moved into libc, which would keep the package off older
-# systems the binary runs on: the libc6 clause is the binary's own.
-libc=$(readelf -V "$pkg/usr/bin/gpurun" | grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
-readelf -V "$pkg/usr/bin/gpurun" | grep -q GLIBC_ABI_DT_RELR && dpkg --compare-versions "$libc" lt 2.36 && libc=2.36
-depends=$(echo "$depends" | sed "s/libc6 (>= [^)]*)/libc6 (>= $libc)/")
+# The libc6 clause is the binary's own glibc floor (2.28 for a release
+# build): Debian's symbols files since 2.34 date every libpthread, libdl
+# and libutil symbol 2.34, where they moved into libc, which would keep
+# the package off older systems the binary runs on.
+depends=$(echo "$depends" | sed "s/libc6 (>= [^)]*)/libc6 (>= $(glibc_floor "$pkg/usr/bin/gpurun"))/")
 # The project has no public home with an address yet: a package built from
 # this script is the builder's, whose local root is its maintainer
 # (SECURITY.md says where reports go meanwhile).

@@ -26,8 +26,9 @@ args='["true"]'
 bench_bundle "$work/bundle" "$g"
 cp "$floor" "$work/gpurun-glibc-2.28"
 cp "$before" "$work/gpurun-host-glibc"
+. scripts/lib/package-files.sh
 for b in "$work/gpurun-glibc-2.28" "$work/gpurun-host-glibc"; do
-  echo "$(basename "$b"): newest glibc symbol $(readelf -V "$b" | grep -o 'GLIBC_2\.[0-9]*' | sort -uV | tail -1)$(readelf -V "$b" | grep -q GLIBC_ABI_DT_RELR && echo ', DT_RELR')"
+  echo "$(basename "$b"): starts on glibc $(glibc_floor "$b")"
 done
 python3 scripts/bench/interleave.py "$rounds" "$work/bundle" \
   "gpurun-glibc-2.28=$work/gpurun-glibc-2.28 --root $state/floor" \

@@ -80,6 +80,19 @@ Slurm, LXC) that injects NVIDIA GPUs itself: no hook process and no NVIDIA
 Container Toolkit on the host, rootless and in user namespaces, with
 NVIDIA's CDI hooks carried out natively."
 
+# glibc_floor BINARY: the oldest glibc BINARY starts on: the newest
+# GLIBC_ version its symbols name, and 2.36 for packed relative
+# relocations (GLIBC_ABI_DT_RELR, a version without a symbol). (The
+# package checks compute theirs on their own.)
+glibc_floor() {
+  versions=$(readelf -V "$1")
+  newest=$(echo "$versions" | grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+  if echo "$versions" | grep -q GLIBC_ABI_DT_RELR && dpkg --compare-versions "$newest" lt 2.36; then
+    newest=2.36
+  fi
+  echo "$newest"
+}
+
 # release_binary ARCH: the binary a package of ARCH carries:
 # GPURUN_PACKAGE_BINARY where set (the package checks' debug build), else
 # the glibc 2.28 release build (scripts/release-build.sh).

@@ -306,13 +306,6 @@ fn relative(in_root: &Path) -> PathBuf {
 
 const ELF_MAGIC: &[u8] = b"\x7fELF";
 
-/// Whether a found ELF file is of the platform's machine.
-fn native_elf(found: &safe_fs::Found, platform: &Platform) -> bool {
-    found
-        .reopen_regular()
-        .is_ok_and(|mut f| elf::is_machine(&mut f, platform))
-}
-
 /// Every file of driver `version` in `root`: its libraries (by
 /// capability, 64- and 32-bit), programs, the loaders' vendor files, the
 /// daemons' sockets and GSP firmware.
@@ -436,14 +429,19 @@ fn scan_programs(
                 let Ok(found) = root.find(&dir.join(program), false) else {
                     continue;
                 };
-                match found.head(4) {
-                    Ok(magic) if magic == ELF_MAGIC && !native_elf(&found, platform) => {
+                // One read: the magic, and the machine of an ELF file.
+                match found.head(20) {
+                    Ok(header)
+                        if header.starts_with(ELF_MAGIC)
+                            && !elf::header_machine(&header)
+                                .is_some_and(|m| platform.is_native_machine(m)) =>
+                    {
                         out.notes.push(format!(
                             "{} is another machine's program: not injected",
                             found.in_root.display()
                         ))
                     }
-                    Ok(magic) if magic == ELF_MAGIC => {
+                    Ok(header) if header.starts_with(ELF_MAGIC) => {
                         out.files.entry(cap).or_default().push(DriverFile {
                             kind: FileKind::Binary,
                             host_path: found.host,

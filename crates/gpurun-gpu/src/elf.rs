@@ -42,10 +42,15 @@ pub fn soname(path: &Path, platform: &Platform) -> Option<String> {
     soname_of(&mut File::open(path).ok()?, platform)
 }
 
-/// The `e_machine` of an ELF file of either class (32 or 64-bit).
+/// The `e_machine` of a little-endian ELF file of either class (32 or
+/// 64-bit), from its first 20 bytes or more.
+pub fn header_machine(header: &[u8]) -> Option<u16> {
+    (header.get(..4)? == b"\x7fELF" && *header.get(5)? == 1).then(|| u16_at(header, 18))?
+}
+
+/// The `e_machine` of an ELF file of either class.
 pub fn machine(file: &mut File) -> Option<u16> {
-    let header = read_at(file, 0, 20)?;
-    (&header[..4] == b"\x7fELF" && header[5] == 1).then(|| u16_at(&header, 18))?
+    header_machine(&read_at(file, 0, 20)?)
 }
 
 /// Whether `file` is not an ELF file of another machine than
@@ -58,12 +63,8 @@ pub fn is_machine(file: &mut File, platform: &Platform) -> bool {
 /// machine.
 fn elf64_le_header(file: &mut File, platform: &Platform) -> Option<Vec<u8>> {
     let header = read_at(file, 0, 64)?;
-    let machine = u16_at(&header, 18)?;
-    (&header[..4] == b"\x7fELF"
-        && header[4] == 2
-        && header[5] == 1
-        && platform.is_native_machine(machine))
-    .then_some(header)
+    let native = header_machine(&header).is_some_and(|m| platform.is_native_machine(m));
+    (native && header[4] == 2).then_some(header)
 }
 
 /// The SONAME of an open 64-bit little-endian ELF file of `platform`'s

@@ -3,6 +3,7 @@
 //! of it.
 
 use super::*;
+use crate::platform::Platform;
 
 /// What a name in a library folder is, as the container will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +61,7 @@ pub(super) fn folder_view(
                         .open_in(&path, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK)
                         .ok()
                         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
-                        .and_then(|mut f| {
-                            crate::elf::soname_of(&mut f, crate::platform::Platform::native())
-                        }),
+                        .and_then(|mut f| crate::elf::soname_of(&mut f, Platform::native())),
                 },
                 Err(_) => continue,
             };
@@ -75,7 +74,7 @@ pub(super) fn folder_view(
                 view.insert(
                     name.to_string_lossy().into_owned(),
                     Seen::File {
-                        soname: crate::elf::soname(source, crate::platform::Platform::native()),
+                        soname: crate::elf::soname(source, Platform::native()),
                     },
                 );
             }
@@ -102,7 +101,7 @@ pub(super) fn scan_folder(folder: &Path, view: &BTreeMap<String, Seen>) -> (Vec<
     let entry = |name: &str| Entry {
         name: name.to_owned(),
         path: folder.join(name).to_string_lossy().into_owned(),
-        flags: crate::platform::Platform::native().cache_flags,
+        flags: Platform::native().cache_flags,
         hwcap: 0,
     };
     let (mut entries, mut links) = (Vec::new(), Vec::new());
