@@ -5,6 +5,7 @@
 # enabled for children, no systemd.
 #
 #   sh scripts/vm.sh [--systemd] [--systemd-root bookworm|unstable] [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]
+#   sh scripts/vm.sh --arch arm64 --root DIR [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]
 #
 # --systemd: systemd is PID 1 (unified cgroups), with containerd, dockerd
 # and Podman from Debian on a small root image of its own (mmdebstrap,
@@ -14,6 +15,15 @@
 # a unit once the system is up. --systemd-root unstable: the same from
 # Debian unstable (today's containerd 2, Docker 28, Podman 5 with Quadlet,
 # runc 1.3, crun; no Slurm), from the system's own mirror.
+#
+# --arch arm64: an aarch64 guest (qemu-system-aarch64, the virt machine)
+# whose root is DIR, an arm64 userland with busybox-static (an mmdebstrap
+# root), read-only under a tmpfs overlay as this machine's / is for x86;
+# this machine's / is at /host, and the checkout and the fake-host cache
+# are at their own paths, writable through overlays. KERNEL is then 6.1
+# (bookworm's arm64, 4K pages), 16k (unstable's arm64-16k, 16K pages) or
+# a package name; the kernel packages come from the system's own mirror
+# through a private sources list.
 #
 # KERNEL: 6.1 (bookworm's), 6.12 (bookworm's 6.12 series), or a
 # linux-image-* package name. The guest's root is this machine's own /,
@@ -31,9 +41,11 @@
 set -eu
 mem=6144
 limit=2400
-systemd="" suite=bookworm
+systemd="" suite=bookworm arch=amd64 root=""
 while [ $# -gt 0 ]; do
   case "$1" in
+    --arch) arch=$2; shift 2 ;;
+    --root) root=$2; shift 2 ;;
     --mem) mem=$2; shift 2 ;;
     --systemd) systemd=1; shift ;;
     --systemd-root) systemd=1 suite=$2; shift 2 ;;
@@ -42,6 +54,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$suite" in bookworm | unstable) ;; *) echo "vm.sh: --systemd-root is bookworm or unstable, not $suite" >&2; exit 2 ;; esac
+case "$arch" in
+  amd64) [ -z "$root" ] || { echo "vm.sh: --root is for --arch arm64 (an x86 guest's root is this machine's /)" >&2; exit 2; } ;;
+  arm64)
+    [ -z "$systemd" ] || { echo "vm.sh: --systemd is for x86 guests only" >&2; exit 2; }
+    [ -x "${root:-/nonexistent}/bin/busybox" ] ||
+      { echo "vm.sh: --arch arm64 needs --root DIR, an arm64 root with busybox-static (DIR/bin/busybox)" >&2; exit 2; }
+    root=$(cd "$root" && pwd) ;;
+  *) echo "vm.sh: --arch is amd64 or arm64, not $arch" >&2; exit 2 ;;
+esac
 [ $# -ge 2 ] || { echo "usage: vm.sh [--systemd] [--systemd-root bookworm|unstable] [--mem MB] [--timeout S] KERNEL [--] COMMAND [ARGS...]" >&2; exit 2; }
 kernel=$1
 shift
@@ -51,36 +72,64 @@ shift
 cache=${GPURUN_VM_CACHE:-/var/cache/gpurun-vm}
 mkdir -p "$cache"
 
-if ! command -v qemu-system-x86_64 >/dev/null || ! command -v cpio >/dev/null \
+qemu=qemu-system-x86_64 qemu_package=qemu-system-x86
+[ "$arch" = amd64 ] || qemu=qemu-system-aarch64 qemu_package=qemu-system-arm
+if ! command -v "$qemu" >/dev/null || ! command -v cpio >/dev/null \
   || ! command -v depmod >/dev/null || ! command -v busybox >/dev/null; then
   # This image ships backports' qemu-utils 10.0, which bookworm's
   # qemu-system-x86 conflicts with: take the qemu-utils of the same version.
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  version=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ {print $2}')
-  apt-get install -y -qq --allow-downgrades qemu-system-x86 "qemu-utils=$version" \
+  version=$(apt-cache policy "$qemu_package" | awk '/Candidate:/ {print $2}')
+  apt-get install -y -qq --allow-downgrades "$qemu_package" "qemu-utils=$version" \
     cpio kmod xz-utils busybox-static >/dev/null
 fi
 
-case "$kernel" in
-  6.1) pattern='^linux-image-6\.1\.0-[0-9]+-amd64$' ;;
-  6.12) pattern='^linux-image-6\.12\.[0-9]+\+deb12-amd64$' ;;
-  linux-image-*) pattern="^$(echo "$kernel" | sed 's/[.+]/\\&/g')\$" ;;
-  *) echo "vm.sh: unknown kernel '$kernel': use 6.1, 6.12 or a linux-image-* package name" >&2; exit 2 ;;
+# apt for the guest's kernel: the system's own for x86; for arm64, a
+# private sources list (bookworm and unstable, arm64 only) on the system's
+# mirror, its lists kept in the cache.
+apt_opts=""
+if [ "$arch" = arm64 ]; then
+  apt_dir="$cache/apt-arm64"
+  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
+  mirror=$(sh "$(dirname "$0")/fixtures/debian-mirror.sh")
+  for s in bookworm unstable; do
+    echo "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $s main"
+  done > "$apt_dir/sources.list"
+  apt_opts="-o Dir::Etc::SourceList=$apt_dir/sources.list -o Dir::Etc::SourceParts=/dev/null
+    -o Dir::State::Lists=$apt_dir/lists -o Dir::Cache=$apt_dir/cache -o APT::Architecture=arm64
+    -o APT::Architectures=arm64 -o Acquire::Check-Valid-Until=false"
+fi
+case "$arch:$kernel" in
+  amd64:6.1) pattern='^linux-image-6\.1\.0-[0-9]+-amd64$' ;;
+  amd64:6.12) pattern='^linux-image-6\.12\.[0-9]+\+deb12-amd64$' ;;
+  arm64:6.1) pattern='^linux-image-6\.1\.0-[0-9]+-arm64-unsigned$' ;;
+  # Unstable's kernel comes as an image and a modules package.
+  arm64:16k) pattern='^linux-binary-[0-9.]+\+deb[0-9]+-arm64-16k$' ;;
+  *:linux-image-* | arm64:linux-binary-*) pattern="^$(echo "$kernel" | sed 's/[.+]/\\&/g')\$" ;;
+  *) echo "vm.sh: unknown kernel '$kernel' for $arch: use 6.1, 6.12 (amd64), 16k (arm64) or a package name" >&2; exit 2 ;;
 esac
-package=$(apt-cache search --names-only "$pattern" | awk '{print $1}' | sort -V | tail -1)
+# shellcheck disable=SC2086
+package=$(apt-cache $apt_opts search --names-only "$pattern" | awk '{print $1}' | sort -V | tail -1)
 if [ -z "$package" ]; then
-  apt-get update -qq
-  package=$(apt-cache search --names-only "$pattern" | awk '{print $1}' | sort -V | tail -1)
+  # shellcheck disable=SC2086
+  apt-get $apt_opts update -qq
+  # shellcheck disable=SC2086
+  package=$(apt-cache $apt_opts search --names-only "$pattern" | awk '{print $1}' | sort -V | tail -1)
 fi
 [ -n "$package" ] || { echo "vm.sh: no Debian package matches $pattern" >&2; exit 2; }
+packages=$package
+case "$package" in linux-binary-*) packages="$package linux-modules-${package#linux-binary-}" ;; esac
 
 dir="$cache/$package"
-if [ ! -f "$dir/ready-2" ]; then
+if [ ! -f "$dir/ready-3" ]; then
   rm -rf "$dir"
   mkdir -p "$dir/deb" "$dir/root"
-  (cd "$dir/deb" && apt-get -o APT::Sandbox::User=root download "$package" >/dev/null)
-  dpkg-deb -x "$dir"/deb/*.deb "$dir/root"
+  # shellcheck disable=SC2086
+  (cd "$dir/deb" && apt-get $apt_opts -o APT::Sandbox::User=root download $packages >/dev/null)
+  for deb in "$dir"/deb/*.deb; do dpkg-deb -x "$deb" "$dir/root"; done
+  # Unstable's packages keep modules (and the image) in /usr/lib/modules.
+  [ -d "$dir/root/lib/modules" ] || ln -s usr/lib "$dir/root/lib"
   release=$(ls "$dir/root/lib/modules")
   # The guest's modprobe reads modules.dep (the package's postinst makes it).
   depmod -b "$dir/root" "$release"
@@ -89,13 +138,14 @@ if [ ! -f "$dir/ready-2" ]; then
   initramfs="$dir/initramfs"
   mkdir -p "$initramfs/bin" "$initramfs/modules" "$initramfs/proc" "$initramfs/sys" \
     "$initramfs/dev" "$initramfs/lower" "$initramfs/rw" "$initramfs/newroot"
-  cp "$(command -v busybox)" "$initramfs/bin/busybox"
+  if [ "$arch" = amd64 ]; then cp "$(command -v busybox)" "$initramfs/bin/busybox"; else cp "$root/bin/busybox" "$initramfs/bin/busybox"; fi
   : > "$initramfs/modules/order"
   # What the 9p root, its overlay and the systemd guest's ext4 disk need,
   # with their dependencies in load order, as this kernel's modprobe sees
   # them.
   for m in virtio_pci 9pnet_virtio 9p overlay virtio_blk ext4; do
-    modprobe -d "$dir/root" -S "$release" --show-depends "$m"
+    # (A module built in, or absent here, is not listed: the mount says so.)
+    modprobe -d "$dir/root" -S "$release" --show-depends "$m" 2>/dev/null || true
   done | awk '$1 == "insmod" && !seen[$2]++ {print $2}' | while read -r ko; do
     m=$(basename "$ko"); m=${m%.xz}; m=${m%.ko}
     case "$ko" in
@@ -127,6 +177,11 @@ mkdir -p /rw/upper /rw/work
 mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work root /newroot
 mkdir -p /newroot/vmshare
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vmshare /newroot/vmshare
+if grep -q gpurun.hostfs /proc/cmdline; then
+  # A guest whose root is not this machine's: this machine's root at /host.
+  mkdir -p /newroot/host
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostfs /newroot/host
+fi
 umount /proc /sys
 mount --move /dev /newroot/dev
 exec switch_root /newroot /bin/sh /vmshare/stage2
@@ -137,7 +192,7 @@ INIT
   (cd "$initramfs" && find . | cpio -o -H newc --quiet | gzip -1) > "$dir/initrd.gz"
   rm -rf "$initramfs"
   echo "$release" > "$dir/release"
-  touch "$dir/ready-2"
+  touch "$dir/ready-3"
 fi
 release=$(cat "$dir/release")
 
@@ -200,7 +255,13 @@ quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 top=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
 {
   echo '#!/bin/sh'
-  echo "modules=$(quote "$dir/root/lib/modules/$release")"
+  # (A root without merged /usr keeps mount in /bin.)
+  echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+  if [ "$arch" = amd64 ]; then
+    echo "modules=$(quote "$dir/root/lib/modules/$release")"
+  else
+    echo "modules=$(quote "/host$dir/root/lib/modules/$release")"
+  fi
   echo "top=$(quote "$top")"
   if [ -n "$systemd" ]; then
     cat <<'STAGE2'
@@ -262,7 +323,26 @@ grep -q gpurun-vm /etc/hosts || echo "127.0.1.1 gpurun-vm" >> /etc/hosts
 echo 1 > /proc/sys/kernel/printk_ratelimit 2>/dev/null || true
 STAGE2
   fi
-  for var in PATH HOME RUST_BACKTRACE $(env | sed -n 's/^\(GPURUN_[A-Za-z0-9_]*\)=.*/\1/p'); do
+  if [ "$arch" = arm64 ]; then
+    cat <<'STAGE2'
+# The checkout and the fake-host cache at their own paths, from this
+# machine's / (at /host), writable through overlays whose writes are
+# discarded.
+mkdir -p /run/vm-overlays
+n=0
+for path in "$top" /var/cache/gpurun-fake-host; do
+  [ -d "/host$path" ] || continue
+  n=$((n + 1))
+  mkdir -p "$path" "/run/vm-overlays/$n/upper" "/run/vm-overlays/$n/work"
+  mount -t overlay -o "lowerdir=/host$path,upperdir=/run/vm-overlays/$n/upper,workdir=/run/vm-overlays/$n/work" \
+    vm-overlay "$path"
+done
+STAGE2
+  fi
+  # (An arm64 guest's root has none of this machine's own programs.)
+  path=PATH
+  [ "$arch" = amd64 ] || path=""
+  for var in $path HOME RUST_BACKTRACE $(env | sed -n 's/^\(GPURUN_[A-Za-z0-9_]*\)=.*/\1/p'); do
     eval "value=\${$var-}"
     [ -n "$value" ] && echo "export $var=$(quote "$value")"
   done
@@ -282,20 +362,32 @@ STAGE2
 
 # MTTCG: two guest CPUs on two threads. The console is the guest's serial
 # port on our stdout; the command's status comes back through the share.
-cmdline="console=ttyS0 quiet loglevel=4 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1"
+console=ttyS0
+[ "$arch" = amd64 ] || console=ttyAMA0
+cmdline="console=$console quiet loglevel=4 panic=-1 cgroup_no_v1=all systemd.unified_cgroup_hierarchy=1"
 disk=""
 if [ -n "$systemd" ]; then
   image=$(systemd_image)
   cmdline="$cmdline gpurun.systemd systemd.show_status=0"
   disk="-drive file=$image,format=raw,if=virtio,snapshot=on"
 fi
+# The machine, and the guest's root (this machine's / for x86).
+kernel_image="$dir/root/boot/vmlinuz-$release"
+[ -f "$kernel_image" ] || kernel_image="$dir/root/lib/modules/$release/vmlinuz"
+machine="-cpu max" guest_root=/
+if [ "$arch" = arm64 ]; then
+  # pauth-impdef: TCG's pointer authentication without the costly QARMA.
+  machine="-M virt -cpu max,pauth-impdef=on" guest_root=$root
+  cmdline="$cmdline gpurun.hostfs"
+  disk="-virtfs local,path=/,mount_tag=hostfs,security_model=none,readonly=on,multidevs=remap"
+fi
 status=0
 # shellcheck disable=SC2086
-timeout --foreground -k 10 "$limit" qemu-system-x86_64 \
-  -accel tcg,thread=multi -cpu max -smp 2 -m "$mem" -nographic -no-reboot \
-  -kernel "$dir/root/boot/vmlinuz-$release" -initrd "$dir/initrd.gz" \
+timeout --foreground -k 10 "$limit" "$qemu" $machine \
+  -accel tcg,thread=multi -smp 2 -m "$mem" -nographic -no-reboot \
+  -kernel "$kernel_image" -initrd "$dir/initrd.gz" \
   -append "$cmdline" $disk \
-  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+  -virtfs local,path="$guest_root",mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs local,path="$share",mount_tag=vmshare,security_model=none,multidevs=remap \
   -nic none -serial mon:stdio </dev/null || status=$?
 if [ -f "$share/rc" ]; then
