@@ -15,8 +15,6 @@ set -eu
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || set -- amd64 arm64
 floor=2.28
-cache=${GPURUN_RELEASE_CHECK_CACHE:-/var/cache/gpurun-release-check}
-mkdir -p "$cache"
 say() { echo "check-release: $*"; }
 fail() { echo "check-release: error: $*" >&2; exit 1; }
 sh scripts/install-deps.sh --build >&2
@@ -29,18 +27,6 @@ done
 binfmt() {
   [ -e /proc/sys/fs/binfmt_misc/status ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
   update-binfmts --enable qemu-aarch64 2>/dev/null || true
-}
-
-# The oldest Debian root here, for ARCH: made once, used through an overlay.
-old_root() {
-  root="$cache/bullseye-$1"
-  if [ ! -f "$root/.complete" ]; then
-    rm -rf "$root"
-    mmdebstrap --quiet --variant=apt --mode=root --architectures="$1" \
-      --skip=cleanup/apt/lists bullseye "$root" "$(sh scripts/fixtures/debian-mirror.sh)" >&2
-    touch "$root/.complete"
-  fi
-  echo "$root"
 }
 
 # in_overlay ROOT CMD: CMD (a shell command) in a throwaway overlay of ROOT,
@@ -96,7 +82,7 @@ for arch in "$@"; do
   echo 'addFilter("no-signature")' > "$work/rpmlintrc"
   rpmlint -r "$work/rpmlintrc" "$rpm" > "$work/rpmlint" 2>&1 || true
   grep -q ' 0 errors' "$work/rpmlint" || { cat "$work/rpmlint" >&2; fail "$rpm_arch: rpmlint reports errors"; }
-  root=$(old_root "$arch")
+  root=$(sh scripts/fixtures/debian11-root.sh "$arch")
   glibc=$(chroot "$root" dpkg-query -W -f='${Version}' libc6)
   in_overlay "$root" 'apt-get install -y -qq /tmp/pkgs/gpurun.deb >/dev/null 2>&1 || apt-get install -y /tmp/pkgs/gpurun.deb
     gpurun --version > /tmp/version; head -1 /tmp/version; gpurun features > /tmp/features.json
