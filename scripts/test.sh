@@ -29,6 +29,11 @@ GPURUN_RELEASE_PROFILE=link-check sh scripts/ci/check-release.sh amd64 arm64
 mark "release builds and packages checked"
 sh scripts/ci/test-aarch64.sh
 mark "aarch64 unit tests"
+# Containers on Arm: lifecycle, cgroups, seccomp, the device cgroup, GPU
+# root, in a user namespace and rootless, hostile images, in aarch64 guests
+# on Debian 11's arm64 root, with 4K and 16K pages (scripts/ci/guest-aarch64.sh).
+sh scripts/ci/guest-aarch64.sh
+mark "aarch64 guests"
 # No module circle in any crate; the binary's layers point one way.
 python3 scripts/ci/check-layers.py
 # No package archive's host written in a script: they take the system's
