@@ -55,8 +55,10 @@ check() {   # NAME OK(0/1) DETAIL
   fi
 }
 
-# The image: the host's glibc, busybox, the probes, glvnd's EGL loader.
+# The image: the host's glibc, busybox, the probes, glvnd's EGL loader, in
+# this machine's multiarch directory (x86_64 or aarch64).
 rootfs="$work/rootfs"
+triplet=$(uname -m)-linux-gnu
 sh scripts/fixtures/glibc-rootfs.sh "$rootfs" >/dev/null 2>&1 || { echo "glibc-rootfs.sh failed" >&2; exit 2; }
 cc -O2 -o "$rootfs/usr/bin/cuda_vector_add" tests/fixtures/cuda_vector_add.c -ldl
 cc -O2 -o "$rootfs/usr/bin/egl_probe" tests/fixtures/egl_probe.c -ldl
@@ -90,7 +92,7 @@ case "$out" in "vector add OK on 1 GPU(s)") r=0 ;; *) r=1 ;; esac
 check "CUDA driver API: PTX vector add on GPU 0" $r "$out"
 
 # 3. Capability filtering.
-out=$(run --gpus 0 --gpu-capabilities utility -- sh -c 'ls /usr/lib/x86_64-linux-gnu/libcuda.so.1 2>/dev/null; nvidia-smi -L >/dev/null 2>&1; echo smi=$?' 2>&1)
+out=$(run --gpus 0 --gpu-capabilities utility -- sh -c "ls /usr/lib/$triplet/libcuda.so.1 2>/dev/null; nvidia-smi -L >/dev/null 2>&1; echo smi=\$?" 2>&1)
 [ "$out" = "smi=0" ]; check "utility only: nvidia-smi, no libcuda" $? "$out"
 out=$(run --gpus 0 --gpu-capabilities compute -- sh -c 'nvidia-smi >/dev/null 2>&1; echo smi=$?; cuda_vector_add' 2>&1)
 case "$out" in "smi=127
@@ -110,7 +112,7 @@ out=$(run --gpus "$uuid" -- nvidia-smi --query-gpu=uuid --format=csv,noheader 2>
 [ "$out" = "$uuid" ]; check "selection by UUID ($uuid)" $? "$out"
 
 # 6. Graphics: glvnd loads NVIDIA's EGL vendor library.
-if [ -e "$rootfs/usr/lib/x86_64-linux-gnu/libEGL.so.1" ]; then
+if [ -e "$rootfs/usr/lib/$triplet/libEGL.so.1" ]; then
   out=$(run --gpus 0 --gpu-capabilities graphics,utility -- sh -c 'LD_DEBUG=libs egl_probe 2>&1 | grep -c "calling init: .*libEGL_nvidia.so.0"; egl_probe' 2>&1)
   case "$out" in 1*EGL_VENDOR=NVIDIA*) r=0 ;; *) r=1 ;; esac
   check "graphics: EGL loads libEGL_nvidia and says EGL_VENDOR = NVIDIA" $r "$out"
