@@ -60,6 +60,14 @@ while read -r kernel s names vars; do
   done
 done < "$plan"
 
+# The GPU programs' fixtures (gpu-fixtures.sh), built once here for every
+# guest: under emulation each program built its own, in about 100 s. The
+# guests see this machine's /var/cache (their writes are discarded).
+fixtures=${GPURUN_VM_CACHE:-/var/cache/gpurun-vm}/test-fixtures
+rm -rf "$fixtures"
+sh scripts/fixtures/gpu-fixtures.sh "$fixtures" >/dev/null
+export GPURUN_TEST_FIXTURES="$fixtures"
+
 # One guest run of the current plan line's program, its output in $log.
 # Two tests at a time: the guest has two CPUs, and the suites share
 # fixtures built once per binary.

@@ -3,7 +3,10 @@
 use crate::*;
 
 /// The fake GPU host, libcudart and the CUDA probe, built once per test
-/// binary by `scripts/fixtures/gpu-fixtures.sh` (downloads are cached).
+/// binary by `scripts/fixtures/gpu-fixtures.sh` (downloads are cached), or
+/// `$GPURUN_TEST_FIXTURES`, that script's output made once for several
+/// programs (scripts/ci/host-matrix.sh builds it on the host for its
+/// guests, where building it under emulation takes minutes).
 pub struct GpuFixtures {
     pub dir: PathBuf,
 }
@@ -12,6 +15,14 @@ impl GpuFixtures {
     pub fn get() -> &'static GpuFixtures {
         static FIXTURES: std::sync::OnceLock<GpuFixtures> = std::sync::OnceLock::new();
         FIXTURES.get_or_init(|| {
+            if let Some(dir) = std::env::var_os("GPURUN_TEST_FIXTURES").map(PathBuf::from) {
+                assert!(
+                    dir.join("host/flags").is_file() && dir.join("cuda_probe").is_file(),
+                    "GPURUN_TEST_FIXTURES={}: not gpu-fixtures.sh's output",
+                    dir.display()
+                );
+                return GpuFixtures { dir };
+            }
             let dir = per_process_dir("gpu-fixtures");
             let out = run_cmd(
                 Command::new("sh")
