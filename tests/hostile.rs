@@ -199,6 +199,74 @@ fn dev_symlink_without_a_dev_mount_stays_inside_the_rootfs() {
     }
 }
 
+/// With no mount on /dev the image's own /dev is used; its /dev/null as a
+/// FIFO hung `run` for ever (init blocked in the open, SIGTERM ignored). Each
+/// wrong type gets one line naming it, and nothing is left; the null device
+/// itself runs.
+#[test]
+fn an_image_dev_null_of_the_wrong_type_is_refused_without_blocking() {
+    require_root!();
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 4] = [
+        ("a FIFO", |p| {
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap()
+        }),
+        ("a socket", |p| {
+            drop(std::os::unix::net::UnixListener::bind(p).unwrap());
+        }),
+        ("a directory", |p| fs::create_dir(p).unwrap()),
+        ("the null device", |p| {
+            let dev = nix::sys::stat::makedev(1, 3);
+            let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
+            nix::sys::stat::mknod(p, nix::sys::stat::SFlag::S_IFCHR, mode, dev).unwrap();
+        }),
+    ];
+    for (kind, make) in cases {
+        let bundle = Bundle::busybox();
+        bundle.edit(|c| {
+            c["mounts"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|m| !m["destination"].as_str().unwrap().starts_with("/dev"));
+            c["root"]["readonly"] = json!(false);
+        });
+        make(&bundle.rootfs().join("dev/null"));
+        bundle.set_args(&["sh", "-c", "echo ran"]);
+        let rt = Runtime::new();
+        let id = unique("devnull");
+        let out = rt.run(["run", "--bundle", bundle.dir.to_str().unwrap(), &id]);
+        if kind == "the null device" {
+            assert_eq!(
+                (out.code, out.stdout.trim()),
+                (0, "ran"),
+                "{kind}: {}",
+                out.stderr
+            );
+        } else {
+            let first = out.stderr.lines().next().unwrap_or_default();
+            assert_ne!(out.code, 0, "{kind}: ran: {}", out.stdout);
+            assert!(
+                first.starts_with("gpurun: error: ")
+                    && first.contains(&format!(
+                        "/dev/null is {kind}, not the character device 1:3"
+                    )),
+                "{kind}: {}",
+                out.stderr
+            );
+        }
+        assert!(rt.leftovers().is_empty(), "{kind}: {:?}", rt.leftovers());
+        assert!(
+            cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
+            "{kind}: cgroup left"
+        );
+        let rootfs = bundle.rootfs();
+        assert!(
+            mounts_mentioning(rootfs.to_str().unwrap()).is_empty(),
+            "{kind}: mount left"
+        );
+    }
+}
+
 #[test]
 fn a_dangling_symlink_inside_the_image_is_a_valid_destination() {
     require_root!();

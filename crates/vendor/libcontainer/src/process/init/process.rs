@@ -795,18 +795,30 @@ fn reopen_dev_null() -> Result<()> {
     // At this point we should be inside of the container and now
     // we can re-open /dev/null if it is in use to the /dev/null
     // in the container.
-    let dev_null = fs::File::open("/dev/null").map_err(|err| {
+    // gpurun patch: the image's /dev/null (a spec with no /dev mount) may be
+    // a FIFO, whose open blocks for ever, or another device: it is looked at
+    // through O_PATH first, and only the character device 1:3 is opened.
+    let (_, seen) = open_device_fd(Path::new("/dev/null")).map_err(|err| {
         tracing::error!(?err, "failed to open /dev/null inside the container");
-        InitProcessError::ReopenDevNull(err)
+        InitProcessError::ReopenDevNull(err.into())
     })?;
+    verify_dev_null(&seen).map_err(|_| not_dev_null(&seen))?;
+    let dev_null = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|err| {
+            tracing::error!(?err, "failed to open /dev/null inside the container");
+            InitProcessError::ReopenDevNull(err)
+        })?;
     let dev_null_fstat_info = nix::sys::stat::fstat(dev_null.as_raw_fd()).map_err(|err| {
         tracing::error!(?err, "failed to fstat /dev/null inside the container");
         InitProcessError::NixOther(err)
     })?;
-    verify_dev_null(&dev_null_fstat_info).map_err(|err| {
-        tracing::error!(?err, "invalid /dev/null device inside the container");
-        InitProcessError::Device(err)
-    })?;
+    // (Replaced in between: the open was O_RDWR, which a FIFO does not block.)
+    if (dev_null_fstat_info.st_dev, dev_null_fstat_info.st_ino) != (seen.st_dev, seen.st_ino) {
+        return Err(not_dev_null(&dev_null_fstat_info));
+    }
 
     // Check if stdin, stdout or stderr point to /dev/null
     for fd in 0..3 {
@@ -826,6 +838,28 @@ fn reopen_dev_null() -> Result<()> {
     }
 
     Ok(())
+}
+
+/// The error for an image's /dev/null that is not the null device: one line
+/// that says what it is and what to do.
+fn not_dev_null(stat: &nix::sys::stat::FileStat) -> InitProcessError {
+    let kind = match stat.st_mode & libc::S_IFMT {
+        libc::S_IFIFO => "a FIFO".to_string(),
+        libc::S_IFSOCK => "a socket".to_string(),
+        libc::S_IFDIR => "a directory".to_string(),
+        libc::S_IFREG => "a regular file".to_string(),
+        libc::S_IFLNK => "a symlink".to_string(),
+        libc::S_IFBLK => "a block device".to_string(),
+        _ => format!(
+            "the character device {}:{}",
+            libc::major(stat.st_rdev),
+            libc::minor(stat.st_rdev)
+        ),
+    };
+    InitProcessError::Device(crate::rootfs::device::DeviceError::Custom(format!(
+        "the container's /dev/null is {kind}, not the character device 1:3: \
+         mount a tmpfs on /dev in the spec, or fix the image's /dev/null"
+    )))
 }
 
 // umount or hide the target path. If the target path is mounted
