@@ -1,22 +1,30 @@
 #!/bin/sh
 # Packs what the benchmarks and scripts/bench/offcpu.sh need on a host
-# with no package source (a real GPU machine) into DIR: Debian 12's perf,
-# strace, crun, runc, jq, GNU time and static busybox, and today's runc
+# with no package source (a real GPU machine) into DIR: perf, strace, crun,
+# runc, jq, GNU time and static busybox, and for amd64 today's runc
 # (Debian unstable's, from scripts/fixtures/current-engines.sh's root) as
 # runc-current. The shared libraries they need beyond glibc go to DIR/lib,
 # where each binary finds them through its RPATH (nothing else on the
-# host loads them; Debian 12's libseccomp serves both runcs). The host's
-# glibc must be 2.36 or newer, 2.38 for runc-current (Ubuntu 24.04 has
-# 2.39). On that host:
+# host loads them; one libseccomp serves both runcs).
+#   amd64 (the default): Debian 12's tools; the host's glibc must be 2.36
+#     or newer, 2.38 for runc-current (Ubuntu 24.04 has 2.39).
+#   --arch arm64: Debian 11's arm64 tools (runc 1.0.0-rc93), installed in a throwaway overlay
+#     of scripts/fixtures/debian11-root.sh's root (through qemu-user); the
+#     host's glibc must be 2.31 or newer (Ubuntu 22.04 and 24.04, DGX OS,
+#     RHEL 9: not RHEL 8); no runc-current.
+# On that host:
 #   export PATH=DIR/bin:$PATH GPURUN_RUNC_CURRENT=DIR/bin/runc-current
 #   sh scripts/real-gpu-check.sh --timing
-# Usage: scripts/bench/kit.sh DIR   (as root)
+# Usage: scripts/bench/kit.sh [--arch amd64|arm64] DIR   (as root)
 set -eu
 cd "$(dirname "$0")/../.."
-[ $# = 1 ] || { echo "usage: kit.sh DIR" >&2; exit 2; }
-dir=$1
-sh scripts/install-deps.sh
-mkdir -p "$dir/bin" "$dir/lib"
+arch=amd64
+[ "${1:-}" = --arch ] && { arch=${2:?--arch needs amd64 or arm64}; shift 2; }
+[ $# = 1 ] || { echo "usage: kit.sh [--arch amd64|arm64] DIR" >&2; exit 2; }
+case "$arch" in amd64 | arm64) ;; *) echo "kit.sh: --arch is amd64 or arm64" >&2; exit 2 ;; esac
+mkdir -p "$1/bin" "$1/lib"
+dir=$(cd "$1" && pwd)
+tools="perf strace crun runc jq time busybox"
 # BINARY NAME: the binary as DIR/bin/NAME, looking in DIR/lib first (an
 # RPATH, not a RUNPATH: it serves the libraries' own dependencies too).
 carry() {
@@ -24,14 +32,41 @@ carry() {
   file -L "$1" | grep -q 'dynamically linked' || return 0
   patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$dir/bin/$2"
 }
-# BINARY: the libraries it loads here, glibc's own left out.
+# LDD BINARY: the libraries it loads, glibc's own left out (the host's
+# must serve: an older libpthread beside a newer libc does not load), as
+# paths below ROOT ($root; / for this machine's).
 libraries() {
-  ldd "$1" | awk '$3 ~ /^\// {print $3}' | grep -v -e '/libc\.so' -e '/libm\.so' -e '/ld-linux' \
-    | while read -r lib; do cp -L "$lib" "$dir/lib/"; done
+  $1 "$2" 2>/dev/null | awk '$3 ~ /^\// {print $3}' \
+    | grep -v -E '/(libc|libm|libdl|libpthread|librt|libutil|libresolv|libanl)\.so|/ld-linux' \
+    | while read -r lib; do cp -L "$root$lib" "$dir/lib/"; done
 }
-for tool in perf strace crun runc jq time busybox; do
-  carry "$(command -v $tool)" $tool
-  libraries "$(command -v $tool)"
-done
-carry "$(sh scripts/fixtures/current-engines.sh build)/usr/sbin/runc" runc-current
+
+if [ "$arch" = amd64 ]; then
+  sh scripts/install-deps.sh
+  root=""
+  for tool in $tools; do
+    carry "$(command -v "$tool")" "$tool"
+    libraries ldd "$(command -v "$tool")"
+  done
+  carry "$(sh scripts/fixtures/current-engines.sh build)/usr/sbin/runc" runc-current
+else
+  sh scripts/install-deps.sh --build
+  command -v patchelf >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq patchelf >/dev/null
+  base=$(sh scripts/fixtures/debian11-root.sh arm64)
+  o=$(mktemp -d)
+  mkdir -p "$o/upper" "$o/work" "$o/root"
+  mount -t overlay overlay -o "lowerdir=$base,upperdir=$o/upper,workdir=$o/work" "$o/root"
+  trap 'umount "$o/root" 2>/dev/null; rm -rf "$o"' EXIT
+  cp /etc/resolv.conf "$o/root/etc/resolv.conf" 2>/dev/null || true
+  chroot "$o/root" sh -c 'apt-get install -y -qq linux-perf strace crun runc jq time busybox-static >/dev/null 2>&1 ||
+    apt-get install -y linux-perf strace crun runc jq time busybox-static' >&2
+  root=$o/root
+  for tool in $tools; do
+    path=$(chroot "$root" sh -c "command -v $tool")
+    # Debian 11's /usr/bin/perf is a script that picks perf_<kernel series>.
+    [ "$tool" = perf ] && path=$(ls "$root"/usr/bin/perf_[0-9]* | sort -V | tail -1 | sed "s#^$root##")
+    carry "$root$path" "$tool"
+    libraries "chroot $root ldd" "$path"
+  done
+fi
 echo "kit: $(ls "$dir/bin" | tr '\n' ' ')in $dir ($(du -sh "$dir" | cut -f1))"
