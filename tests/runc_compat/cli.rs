@@ -430,3 +430,27 @@ fn errors_and_warnings_name_their_level() {
         out.stderr
     );
 }
+
+/// `list` of a state root with no container, and of one not made yet: the
+/// same output and status as runc's (`null` in JSON, the header alone).
+#[test]
+fn list_of_nothing_is_as_in_runc() {
+    let mut seen = Vec::new();
+    for (program, root) in each_runtime() {
+        let missing = Scratch::new("no-root");
+        let missing_root = missing.path().join("never-made");
+        let mut outputs = Vec::new();
+        for dir in [root.path(), missing_root.as_path()] {
+            for args in [&["list"][..], &["list", "-f", "json"], &["list", "-q"]] {
+                let out = run_cmd(
+                    Command::new(&program).arg("--root").arg(dir).args(args),
+                    TIMEOUT,
+                );
+                outputs.push((out.code, out.stdout.trim_end().to_owned()));
+            }
+        }
+        seen.push(outputs);
+    }
+    assert_eq!(seen[0], seen[1], "gpurun's, then runc's");
+    assert_eq!(seen[0][1], (0, "null".to_owned()));
+}

@@ -1,6 +1,6 @@
 use std::fs;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use libcontainer::container::Container;
 use serde_json::json;
 
@@ -9,7 +9,15 @@ use crate::runtime::{containers, context::Ctx};
 
 pub fn list(ctx: &Ctx, args: ListArgs) -> Result<()> {
     let mut found = Vec::new();
-    for entry in fs::read_dir(&ctx.root)?.flatten() {
+    let entries: Vec<fs::DirEntry> = match fs::read_dir(&ctx.root) {
+        Ok(entries) => entries.flatten().collect(),
+        // A state root not made yet holds no container, as runc lists it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            return Err(e).with_context(|| format!("read the state root {}", ctx.root.display()))
+        }
+    };
+    for entry in entries {
         let name = entry.file_name().to_string_lossy().into_owned();
         if containers::validate_id(&name).is_err() || !containers::exists(&ctx.root, &name) {
             continue;
@@ -48,7 +56,12 @@ pub fn list(ctx: &Ctx, args: ListArgs) -> Result<()> {
                     entry
                 })
                 .collect();
-            println!("{}", serde_json::to_string(&list)?);
+            // runc (Go) marshals an empty list as null.
+            if list.is_empty() {
+                println!("null");
+            } else {
+                println!("{}", serde_json::to_string(&list)?);
+            }
         }
         "table" => {
             let mut rows =
