@@ -399,3 +399,59 @@ fn run_with_no_id_names_both_forms() {
     );
     assert!(out.stderr.contains("--rootfs DIR -- CMD"), "{}", out.stderr);
 }
+
+/// `run`'s flags that only `--rootfs` uses were taken beside `--bundle` and
+/// ignored (the process ran without the variable, in `/`, exit 0): each is
+/// refused in one line naming it and where a bundle says the same.
+#[test]
+fn rootfs_only_run_flags_beside_a_bundle_are_refused() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    let dir = bundle.dir.to_str().unwrap();
+    let id = unique("rootfsflag");
+    for (flags, want) in [
+        (
+            &["-e", "A=B"][..],
+            "-e/--env needs --rootfs DIR; with a bundle, set it in process.env",
+        ),
+        (
+            &["-w", "/tmp"],
+            "-w/--workdir needs --rootfs DIR; with a bundle, set process.cwd",
+        ),
+        (&["-v", "/tmp:/mnt"], "-v/--volume needs --rootfs DIR"),
+        (&["--keep-uid"], "--keep-uid needs --rootfs DIR"),
+        (
+            &["--private-network"],
+            "--private-network needs --rootfs DIR",
+        ),
+    ] {
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.extend(["--bundle", dir, &id]);
+        assert_clean_failure(&rt, &args, &id, want);
+    }
+}
+
+/// `gpu plan DIR` for a DIR with no config.json says to run `gpurun spec`;
+/// `spec --bundle DIR` for a DIR not made yet said only "No such file or
+/// directory". Now it says the directory is missing and how to make it.
+#[test]
+fn spec_for_a_bundle_directory_not_made_yet() {
+    let dir = Scratch::new("spec");
+    let bundle = dir.path().join("not-made");
+    let out = run_cmd(
+        std::process::Command::new(gpurun_bin())
+            .args(["spec", "--bundle"])
+            .arg(&bundle),
+        TIMEOUT,
+    );
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let want = format!(
+        "gpurun: error: the bundle directory {} does not exist: make it (mkdir -p {}), then run gpurun spec again",
+        bundle.display(),
+        bundle.display()
+    );
+    assert_eq!(out.stderr.trim_end(), want);
+    assert!(!bundle.exists());
+}

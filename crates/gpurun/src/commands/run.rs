@@ -15,6 +15,12 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     if args.rootfs.is_some() {
         return run_rootfs(ctx, args);
     }
+    if let Some(flag) = rootfs_only_flag(&args) {
+        anyhow::bail!(
+            "{flag} needs --rootfs DIR; with a bundle, {}",
+            bundle_equivalent(flag)
+        );
+    }
     if !args.command.is_empty() {
         anyhow::bail!("a command after \"--\" needs --rootfs DIR; with a bundle the command is process.args in config.json");
     }
@@ -65,6 +71,31 @@ fn finish(ctx: &Ctx, args: &RunArgs, launch_args: LaunchArgs) -> Result<i32> {
     let (mut container, _) = launch::create(ctx, launch_args)?;
     launch::start_or_delete(ctx, &mut container)?;
     Ok(0)
+}
+
+/// The first flag given that only `--rootfs` uses (clap's `requires` is
+/// not checked beside `--bundle`, which conflicts with `--rootfs`).
+fn rootfs_only_flag(args: &RunArgs) -> Option<&'static str> {
+    [
+        (!args.volumes.is_empty(), "-v/--volume"),
+        (!args.env.is_empty(), "-e/--env"),
+        (args.workdir.is_some(), "-w/--workdir"),
+        (args.keep_uid, "--keep-uid"),
+        (args.private_network, "--private-network"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
+}
+
+/// Where a bundle's config.json says what a `--rootfs` flag would.
+fn bundle_equivalent(flag: &str) -> &'static str {
+    match flag {
+        "-v/--volume" => "add the bind mount to mounts in config.json",
+        "-e/--env" => "set it in process.env in config.json",
+        "-w/--workdir" => "set process.cwd in config.json",
+        "--keep-uid" => "set process.user and the id mappings in config.json",
+        _ => "add a network namespace to linux.namespaces in config.json",
+    }
 }
 
 /// `run --rootfs DIR -- CMD`: no config.json; the spec is made here.

@@ -19,6 +19,13 @@ pub fn spec(args: liboci_cli::Spec) -> Result<()> {
     if path.exists() {
         bail!("{} already exists: remove it first", path.display());
     }
+    if !bundle.is_dir() {
+        bail!(
+            "the bundle directory {} does not exist: make it (mkdir -p {}), then run gpurun spec again",
+            bundle.display(),
+            bundle.display()
+        );
+    }
     let text = if args.rootless {
         ROOTLESS_TEMPLATE
             .replace("HOST_UID", &nix::unistd::getuid().to_string())
