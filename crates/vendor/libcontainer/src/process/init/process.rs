@@ -803,19 +803,23 @@ fn reopen_dev_null() -> Result<()> {
         InitProcessError::ReopenDevNull(err.into())
     })?;
     verify_dev_null(&seen).map_err(|_| not_dev_null(&seen))?;
-    let dev_null = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/null")
-        .map_err(|err| {
-            tracing::error!(?err, "failed to open /dev/null inside the container");
-            InitProcessError::ReopenDevNull(err)
-        })?;
+    // Read-write as runc, so that stdio moved onto it can be written; read
+    // only where the spec's device rules deny writing it (as before).
+    let open = |write: bool| fs::OpenOptions::new().read(true).write(write).open("/dev/null");
+    let dev_null = match open(true) {
+        Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => open(false),
+        opened => opened,
+    }
+    .map_err(|err| {
+        tracing::error!(?err, "failed to open /dev/null inside the container");
+        InitProcessError::ReopenDevNull(err)
+    })?;
     let dev_null_fstat_info = nix::sys::stat::fstat(dev_null.as_raw_fd()).map_err(|err| {
         tracing::error!(?err, "failed to fstat /dev/null inside the container");
         InitProcessError::NixOther(err)
     })?;
-    // (Replaced in between: the open was O_RDWR, which a FIFO does not block.)
+    // (Replaced in between by a FIFO: the read-write open does not block;
+    // the read-only one comes only after a device rule refused it.)
     if (dev_null_fstat_info.st_dev, dev_null_fstat_info.st_ino) != (seen.st_dev, seen.st_ino) {
         return Err(not_dev_null(&dev_null_fstat_info));
     }
