@@ -45,16 +45,16 @@ fi
 # (Each fuzz target's kept corpus is replayed here too, on stable:
 # crates/gpurun-gpu/tests/fuzz_corpus.rs; fuzzing for new inputs is by hand,
 # sh scripts/ci/fuzz.sh SECONDS, with the nightly toolchain.)
-cargo test --locked --workspace
+cargo test --locked --workspace --no-fail-fast
 mark "cargo test"
-# The vendored libcgroups' own unit tests (those that need no D-Bus session).
-cargo test --locked --manifest-path crates/vendor/libcgroups/Cargo.toml --features cgroupsv2_devices \
+# The vendored libcgroups' own unit tests (those that need no D-Bus session),
+# in the workspace's target directory (most of their dependencies built).
+CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path crates/vendor/libcgroups/Cargo.toml --features cgroupsv2_devices \
   --lib -q -- --skip dbus_native::dbus::tests::test_dbus_ --skip systemd::manager::tests::test_task_addition \
   --skip systemd::manager::tests::test_error_thrown_if_process_never_added_to_cgroup
 mark "libcgroups unit tests"
 # The vendored libcontainer's unit tests of the rootfs it prepares (mounts,
 # /dev, its nodes and links, all resolved inside the root).
-# (The workspace's target directory: most of its dependencies are built.)
 CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path crates/vendor/libcontainer/Cargo.toml \
   --features cgroupsv2_devices --lib -q rootfs::
 mark "libcontainer rootfs unit tests"
