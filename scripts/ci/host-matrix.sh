@@ -62,7 +62,8 @@ done < "$plan"
 
 # The GPU programs' fixtures (gpu-fixtures.sh), built once here for every
 # guest: under emulation each program built its own, in about 100 s. The
-# guests see this machine's /var/cache (their writes are discarded).
+# guests see this machine's /var/cache (their writes are discarded). A
+# table line's GPURUN_TEST_FIXTURES= (empty) builds them in the guest.
 fixtures=${GPURUN_VM_CACHE:-/var/cache/gpurun-vm}/test-fixtures
 rm -rf "$fixtures"
 sh scripts/fixtures/gpu-fixtures.sh "$fixtures" >/dev/null

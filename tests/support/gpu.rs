@@ -15,7 +15,8 @@ impl GpuFixtures {
     pub fn get() -> &'static GpuFixtures {
         static FIXTURES: std::sync::OnceLock<GpuFixtures> = std::sync::OnceLock::new();
         FIXTURES.get_or_init(|| {
-            if let Some(dir) = std::env::var_os("GPURUN_TEST_FIXTURES").map(PathBuf::from) {
+            let shared = std::env::var_os("GPURUN_TEST_FIXTURES").filter(|d| !d.is_empty());
+            if let Some(dir) = shared.map(PathBuf::from) {
                 assert!(
                     dir.join("host/flags").is_file() && dir.join("cuda_probe").is_file(),
                     "GPURUN_TEST_FIXTURES={}: not gpu-fixtures.sh's output",
