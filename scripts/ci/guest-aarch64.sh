@@ -29,21 +29,9 @@ mkdir -p "$work"
 cp "$binary" "$work/gpurun"
 sh scripts/fixtures/fake-gpu-host.sh --arch arm64 "$work/host" 2 >/dev/null
 sh scripts/fixtures/glibc-rootfs.sh --arch arm64 --from "$root" "$work/image" >/dev/null
-# The CUDA runtime for aarch64 (PyPI's wheels for it start at 12.3, a minor
-# version the 535 driver serves) and the probe, linked for glibc 2.28 by
-# zig in the cross root.
-pypi=${GPURUN_DEB_CACHE:-/var/cache/gpurun-fake-host}/arm64/pypi
-mkdir -p "$pypi" "$work/image/opt/cudart"
-ls "$pypi"/nvidia_cuda_runtime_cu12-*.whl >/dev/null 2>&1 ||
-  python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_aarch64 \
-    --python-version 3.11 nvidia-cuda-runtime-cu12==12.3.101 -d "$pypi"
-python3 - "$pypi" "$work/image/opt/cudart" <<'PY'
-import glob, sys, zipfile
-wheel = sorted(glob.glob(sys.argv[1] + "/nvidia_cuda_runtime_cu12-*.whl"))[-1]
-with zipfile.ZipFile(wheel) as z:
-    name = [n for n in z.namelist() if n.endswith("/libcudart.so.12")][0]
-    open(sys.argv[2] + "/libcudart.so.12", "wb").write(z.read(name))
-PY
+# The CUDA runtime for aarch64 and the probe, linked for glibc 2.28 by zig
+# in the cross root.
+sh scripts/fixtures/cudart.sh arm64 "$work/image/opt/cudart"
 sh scripts/fixtures/cross-root.sh enter python3 -m ziglang cc -target aarch64-linux-gnu.2.28 -O2 \
   -o "$work/image/usr/bin/cuda_probe" tests/fixtures/cuda_probe.c -ldl
 file -b "$work/image/usr/bin/cuda_probe" | grep -q aarch64 || { say "error: cuda_probe is not aarch64" >&2; exit 1; }
