@@ -249,6 +249,25 @@ UNIT
   echo "$image"
 }
 
+# Stage 2's lines for a guest whose root is not this machine's (systemd's
+# image, an arm64 root): the checkout and the caches at their own paths,
+# from this machine's / at /host, writable through a tmpfs overlay (what the
+# guest writes there is discarded).
+checkout_overlays() {
+  cat <<'STAGE2'
+mount -t tmpfs -o mode=0700 vm-overlays /run/vm-overlays 2>/dev/null \
+  || { mkdir -p /run/vm-overlays && mount -t tmpfs -o mode=0700 vm-overlays /run/vm-overlays; }
+n=0
+for path in "$top" /var/cache/gpurun-fake-host /var/cache/gpurun-vm /var/cache/gpurun-criu; do
+  [ -d "/host$path" ] || continue
+  n=$((n + 1))
+  mkdir -p "$path" "/run/vm-overlays/$n/upper" "/run/vm-overlays/$n/work"
+  mount -t overlay -o "lowerdir=/host$path,upperdir=/run/vm-overlays/$n/upper,workdir=/run/vm-overlays/$n/work" \
+    vm-overlay "$path"
+done
+STAGE2
+}
+
 share=$(mktemp -d /tmp/gpurun-vm.XXXXXX)
 trap 'rm -rf "$share"' EXIT
 quote() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
@@ -264,20 +283,9 @@ top=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
   fi
   echo "top=$(quote "$top")"
   if [ -n "$systemd" ]; then
+    checkout_overlays
     cat <<'STAGE2'
-# The checkout and the caches at their own paths, writable through a
-# tmpfs overlay (what the guest writes there is discarded); the kernel's
-# modules.
-mount -t tmpfs -o mode=0700 vm-overlays /run/vm-overlays 2>/dev/null \
-  || { mkdir -p /run/vm-overlays && mount -t tmpfs -o mode=0700 vm-overlays /run/vm-overlays; }
-n=0
-for path in "$top" /var/cache/gpurun-fake-host /var/cache/gpurun-vm /var/cache/gpurun-criu; do
-  [ -d "/host$path" ] || continue
-  n=$((n + 1))
-  mkdir -p "$path" "/run/vm-overlays/$n/upper" "/run/vm-overlays/$n/work"
-  mount -t overlay -o "lowerdir=/host$path,upperdir=/run/vm-overlays/$n/upper,workdir=/run/vm-overlays/$n/work" \
-    vm-overlay "$path"
-done
+# The kernel's modules.
 mkdir -p "/lib/modules/$(uname -r)"
 mount --bind "/host$modules" "/lib/modules/$(uname -r)"
 hostname gpurun-vm
@@ -323,22 +331,7 @@ grep -q gpurun-vm /etc/hosts || echo "127.0.1.1 gpurun-vm" >> /etc/hosts
 echo 1 > /proc/sys/kernel/printk_ratelimit 2>/dev/null || true
 STAGE2
   fi
-  if [ "$arch" = arm64 ]; then
-    cat <<'STAGE2'
-# The checkout and the fake-host cache at their own paths, from this
-# machine's / (at /host), writable through overlays whose writes are
-# discarded.
-mkdir -p /run/vm-overlays
-n=0
-for path in "$top" /var/cache/gpurun-fake-host; do
-  [ -d "/host$path" ] || continue
-  n=$((n + 1))
-  mkdir -p "$path" "/run/vm-overlays/$n/upper" "/run/vm-overlays/$n/work"
-  mount -t overlay -o "lowerdir=/host$path,upperdir=/run/vm-overlays/$n/upper,workdir=/run/vm-overlays/$n/work" \
-    vm-overlay "$path"
-done
-STAGE2
-  fi
+  [ "$arch" = amd64 ] || checkout_overlays
   # (An arm64 guest's root has none of this machine's own programs.)
   path=PATH
   [ "$arch" = amd64 ] || path=""
