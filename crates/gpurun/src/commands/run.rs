@@ -15,11 +15,8 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     if args.rootfs.is_some() {
         return run_rootfs(ctx, args);
     }
-    if let Some(flag) = rootfs_only_flag(&args) {
-        anyhow::bail!(
-            "{flag} needs --rootfs DIR; with a bundle, {}",
-            bundle_equivalent(flag)
-        );
+    if let Some((flag, instead)) = rootfs_only_flag(&args) {
+        anyhow::bail!("{flag} needs --rootfs DIR; with a bundle, {instead}");
     }
     if !args.command.is_empty() {
         anyhow::bail!("a command after \"--\" needs --rootfs DIR; with a bundle the command is process.args in config.json");
@@ -73,29 +70,39 @@ fn finish(ctx: &Ctx, args: &RunArgs, launch_args: LaunchArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// The first flag given that only `--rootfs` uses (clap's `requires` is
-/// not checked beside `--bundle`, which conflicts with `--rootfs`).
-fn rootfs_only_flag(args: &RunArgs) -> Option<&'static str> {
+/// The first flag given that only `--rootfs` uses, and where a bundle's
+/// config.json says the same (clap's `requires` is not checked beside
+/// `--bundle`, which conflicts with `--rootfs`).
+fn rootfs_only_flag(args: &RunArgs) -> Option<(&'static str, &'static str)> {
     [
-        (!args.volumes.is_empty(), "-v/--volume"),
-        (!args.env.is_empty(), "-e/--env"),
-        (args.workdir.is_some(), "-w/--workdir"),
-        (args.keep_uid, "--keep-uid"),
-        (args.private_network, "--private-network"),
+        (
+            !args.volumes.is_empty(),
+            "-v/--volume",
+            "add the bind mount to mounts in config.json",
+        ),
+        (
+            !args.env.is_empty(),
+            "-e/--env",
+            "set it in process.env in config.json",
+        ),
+        (
+            args.workdir.is_some(),
+            "-w/--workdir",
+            "set process.cwd in config.json",
+        ),
+        (
+            args.keep_uid,
+            "--keep-uid",
+            "set process.user and the id mappings in config.json",
+        ),
+        (
+            args.private_network,
+            "--private-network",
+            "add a network namespace to linux.namespaces in config.json",
+        ),
     ]
     .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag))
-}
-
-/// Where a bundle's config.json says what a `--rootfs` flag would.
-fn bundle_equivalent(flag: &str) -> &'static str {
-    match flag {
-        "-v/--volume" => "add the bind mount to mounts in config.json",
-        "-e/--env" => "set it in process.env in config.json",
-        "-w/--workdir" => "set process.cwd in config.json",
-        "--keep-uid" => "set process.user and the id mappings in config.json",
-        _ => "add a network namespace to linux.namespaces in config.json",
-    }
+    .find_map(|(given, flag, instead)| given.then_some((flag, instead)))
 }
 
 /// `run --rootfs DIR -- CMD`: no config.json; the spec is made here.
