@@ -28,12 +28,14 @@ edition = "2021"
 [dependencies]
 libcontainer = { version = "=0.7.0", default-features = false }
 libcgroups = { version = "=0.7.0", default-features = false }
+container-device-interface = "=1.1.1"
 TOML
 (cd "$work/scratch" && cargo fetch -q)
 sources=$(cd "$work/scratch" && cargo metadata --format-version 1 -q |
   python3 -c 'import json, os, sys
 for p in json.load(sys.stdin)["packages"]:
-    if p["name"] in ("libcontainer", "libcgroups") and p["version"] == "0.7.0":
+    if (p["name"], p["version"]) in (("libcontainer", "0.7.0"), ("libcgroups", "0.7.0"),
+                                     ("container-device-interface", "1.1.1")):
         print(p["name"], os.path.dirname(p["manifest_path"]))')
 for crate in libcontainer libcgroups; do
   release=$(echo "$sources" | awk -v c="$crate" '$1 == c { print $2 }')
@@ -78,4 +80,17 @@ PATCHES
   lines=$(diff -r -U0 "$release/src" "$ours/src" | grep -cE '^[+-][^+-]' || true)
   echo "check-fork: $crate: $((expected - 1)) patches, $(echo "$changed" | grep -c .) files differ from 0.7.0, $lines lines added or removed"
 done
+# container-device-interface 1.1.1: the release's sources and tests as
+# published, its Cargo.toml changed by the one line its GPURUN-PATCH.md
+# gives (jsonschema without default features).
+release=$(echo "$sources" | awk '$1 == "container-device-interface" { print $2 }')
+ours=crates/vendor/container-device-interface
+[ -d "$release/src" ] || { echo "check-fork: cargo did not fetch container-device-interface 1.1.1" >&2; exit 1; }
+for d in src tests; do
+  diff -r -q "$release/$d" "$ours/$d" >&2 || fail "$ours/$d differs from container-device-interface 1.1.1"
+done
+added=$(diff "$release/Cargo.toml" "$ours/Cargo.toml" | grep -E '^[<>]' || true)
+[ "$added" = "> default-features = false" ] ||
+  fail "$ours/Cargo.toml differs from the release other than by its one patch: $added"
+echo "check-fork: container-device-interface: 1 patch, Cargo.toml alone, 1 line added"
 exit "$failed"

@@ -1,0 +1,2 @@
+pub mod args;
+pub mod handler;

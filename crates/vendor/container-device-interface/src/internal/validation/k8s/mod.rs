@@ -1,0 +1,2 @@
+pub mod objectmeta;
+pub mod validation;

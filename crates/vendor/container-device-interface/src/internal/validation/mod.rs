@@ -1,0 +1,2 @@
+pub mod k8s;
+pub mod validate;
