@@ -10,12 +10,13 @@
 #
 # Which test programs run on which kernel: tests/matrix.txt (KERNEL
 # PROGRAM NAMES VAR=VALUE...). GPURUN_MATRIX_SUITES="PROGRAM[=NAME,...] ..."
-# runs those on every KERNEL named instead. Each runs as root, under TCG,
-# within GPURUN_MATRIX_TIMEOUT seconds (default 450: a guest whose kernel
-# hangs under emulation costs that, then boots once more, not CI's hour).
+# runs those on every KERNEL named instead. One boot per kernel runs all of
+# its programs (scripts/ci/matrix-guest.sh), as root, under TCG, each within
+# GPURUN_MATRIX_TIMEOUT seconds (default 450); a guest whose kernel goes
+# down boots once more for the programs that had not ended.
 set -eu
 cd "$(dirname "$0")/../.."
-. integration/lib/common.sh # boot_once_more
+. integration/lib/common.sh # kernel_lines
 [ $# -gt 0 ] || set -- 6.1 6.12
 limit=${GPURUN_MATRIX_TIMEOUT:-450}
 
@@ -69,37 +70,56 @@ rm -rf "$fixtures"
 sh scripts/fixtures/gpu-fixtures.sh "$fixtures" >/dev/null
 export GPURUN_TEST_FIXTURES="$fixtures"
 
-# One guest run of the current plan line's program, its output in $log.
-# Two tests at a time: the guest has two CPUs, and the suites share
-# fixtures built once per binary.
-guest() {
-  # shellcheck disable=SC2086
-  env $vars sh scripts/vm.sh --timeout "$limit" "$kernel" -- "$exe" $filters --test-threads=2 > "$log" 2>&1 </dev/null
-}
+# One boot per kernel runs every program the plan gives it
+# (scripts/ci/matrix-guest.sh), each within $limit seconds; the guest's
+# output, in $log, frames each program's. A guest that goes down before its
+# last program ends boots once more for the programs that had not ended.
 passed=0
 failed=0
-while read -r kernel s names vars; do
-  filters=""
-  [ "$names" = - ] || filters=$(echo "$names" | tr ',' ' ')
-  exe=$(awk -v s="$s" '$1 == s {print $2}' "$list")
-  log=$(mktemp)
+work=$PWD/target/host-matrix
+rm -rf "$work"
+mkdir -p "$work"
+trap 'rm -f "$plan" "$list"; rm -rf "$work"' EXIT
+for kernel in $(awk '{print $1}' "$plan" | uniq); do
+  todo="$work/plan-$kernel"
+  awk -v k="$kernel" '$1 == k' "$plan" | while read -r _ s names vars; do
+    echo "$s $(awk -v s="$s" '$1 == s {print $2}' "$list") $names $vars"
+  done > "$todo"
+  log="$work/log-$kernel"
+  : > "$log"
   start=$(date +%s)
-  status=0
-  boot_log=$log boot_once_more "host-matrix: kernel $kernel, $s" guest || status=$?
-  if [ "$status" = 0 ]; then
-    result=ok
-    passed=$((passed + 1))
-  else
-    result=FAILED
-    failed=$((failed + 1))
-  fi
-  summary=$(grep -a '^test result:' "$log" | tail -1)
-  echo "host-matrix: kernel $kernel, $s: $result in $(( $(date +%s) - start )) s (${summary:-no test result})"
-  if [ "$result" = FAILED ]; then
-    grep -av '^\[ *[0-9.]*\] ' "$log" | tail -60 | sed "s/^/  [$kernel $s] /"
-    kernel_lines "$log" "$kernel $s kernel"
-  fi
-  rm -f "$log"
-done < "$plan"
+  for boot in 1 2; do
+    count=$(grep -c . "$todo")
+    sh scripts/vm.sh --timeout "$((limit * count + 60))" "$kernel" -- \
+      sh scripts/ci/matrix-guest.sh "$todo" "$limit" > "$log.boot" 2>&1 </dev/null && status=0 || status=$?
+    # The serial console ends its lines with CR LF.
+    tr -d '\r' < "$log.boot" >> "$log"
+    # What did not end: the guest went down (125) during it.
+    grep -a '^matrix-guest: end ' "$log" | awk '{print $3}' > "$work/ended"
+    awk 'NR == FNR {ended[$1] = 1; next} !($1 in ended)' "$work/ended" "$todo" > "$todo.left"
+    [ "$status" = 125 ] && [ -s "$todo.left" ] && [ "$boot" = 1 ] || break
+    echo "host-matrix: kernel $kernel: the guest went down before $(awk '{printf "%s ", $1}' "$todo.left")ended; booting it once more" >&2
+    kernel_lines "$log" "$kernel kernel" >&2
+    mv "$todo.left" "$todo"
+  done
+  echo "host-matrix: kernel $kernel: $(grep -ac '^matrix-guest: end ' "$log") programs in $(($(date +%s) - start)) s, the boot included"
+  for s in $(awk -v k="$kernel" '$1 == k {print $2}' "$plan"); do
+    # The program's own lines, from its last begin (a second boot's) to its end.
+    awk -v s="$s" '$0 == "matrix-guest: begin " s {buf = ""; on = 1}
+      on {buf = buf $0 "\n"} on && index($0, "matrix-guest: end " s " ") == 1 {on = 0}
+      END {printf "%s", buf}' "$log" > "$work/out"
+    end=$(grep -a "^matrix-guest: end $s " "$work/out" | tail -1)
+    summary=$(grep -a '^test result:' "$work/out" | tail -1)
+    if [ -n "$end" ] && [ "$(echo "$end" | awk '{print $5}')" = 0 ]; then
+      passed=$((passed + 1))
+      echo "host-matrix: kernel $kernel, $s: ok in $(echo "$end" | awk '{print $7}') s (${summary:-no test result})"
+    else
+      failed=$((failed + 1))
+      echo "host-matrix: kernel $kernel, $s: FAILED (${end:-the guest went down during it}) (${summary:-no test result})"
+      grep -av '^\[ *[0-9.]*\] ' "$work/out" | tail -60 | sed "s/^/  [$kernel $s] /"
+      kernel_lines "$log" "$kernel $s kernel"
+    fi
+  done
+done
 echo "host-matrix: $passed passed, $failed failed"
 [ "$failed" = 0 ]
