@@ -10,8 +10,9 @@
 # container must stay below the step's cgroup with the job's --mem.
 # Usage: integration/slurm.sh [GPURUN [KERNEL]]   (as root; prints "N passed,
 # M failed"). With KERNEL (6.1, 6.12) it runs in a systemd guest of that
-# kernel (scripts/vm.sh --systemd) with Slurm's cgroup/v2 plugin; the host
-# matrix's guests (no systemd) run it with IgnoreSystemd.
+# kernel (scripts/vm.sh --systemd) with Slurm's cgroup/v2 plugin; the test
+# command runs it that way inside integration/systemd.sh's bookworm guest
+# (one boot for both); without systemd it runs with IgnoreSystemd.
 set -eu
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -29,6 +30,12 @@ make_work() { # DIR
   # with runc), so the no-GPU check gets a rootfs no GPU container has used.
   cp -a "$1/rootfs" "$1/rootfs-plain"
 }
+# --fixtures DIR: only those, for a guest that runs this suite among others
+# (integration/systemd.sh's bookworm guest).
+if [ "${1:-}" = --fixtures ]; then
+  make_work "$2"
+  exit 0
+fi
 if [ -n "${2:-}" ] && [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   # KERNEL given: the same suite on a systemd host (scripts/vm.sh
   # --systemd), Slurm's cgroup/v2 plugin asking systemd for its scope.

@@ -13,7 +13,9 @@
 # spec (its nvidia-cdi-hook absent) applied by rootful Podman and resolved
 # by gpurun itself from a cdi.k8s.io annotation, under the systemd driver;
 # GPU containers in user namespaces started by root (from a shell, Docker's
-# userns-remap, Podman's --userns=auto), and AppArmor's docker-default.
+# userns-remap, Podman's --userns=auto), and AppArmor's docker-default;
+# then, in the same boot, Slurm's `srun --container` with the cgroup/v2
+# plugin (integration/slurm.sh, its own checks and summary).
 # The fixtures are made here; the checks run in the guest, one file per
 # case under integration/systemd/ (sourced in the order below).
 # With ROOT "unstable", the guest runs Debian unstable's engines
@@ -22,8 +24,8 @@
 # Usage: integration/systemd.sh [GPURUN [KERNEL [ROOT]]]   (as root; prints "N passed, M failed";
 # with no ROOT, bookworm's then unstable's, each with the cases the other lacks)
 # GPURUN_SYSTEMD_CASES: the engine sections to run (default: all of
-# shell runc ctr cri docker podman cdi rootless checkpoint on bookworm's root; cri
-# docker podman quadlet on unstable's).
+# shell runc ctr cri docker podman cdi rootless checkpoint slurm on bookworm's
+# root; cri docker podman quadlet on unstable's).
 set -eu
 cd "$(dirname "$0")/.."
 gpurun=${1:-$PWD/target/debug/gpurun}
@@ -36,7 +38,7 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ] && [ -z "${3:-}" ]; then
   # natively in integration/containerd.sh, docker.sh and podman.sh; the
   # runc case shows only runc 1.1.5's own loss).
   rc=0
-  GPURUN_SYSTEMD_CASES=${GPURUN_SYSTEMD_CASES:-"shell ctr cdi rootless checkpoint"} \
+  GPURUN_SYSTEMD_CASES=${GPURUN_SYSTEMD_CASES:-"shell ctr cdi rootless checkpoint slurm"} \
     sh "$0" "$gpurun" "${2:-6.12}" bookworm || rc=1
   sh "$0" "$gpurun" "${2:-6.12}" unstable || rc=1
   exit "$rc"
@@ -57,6 +59,10 @@ if [ "${GPURUN_IN_SYSTEMD_GUEST:-}" != 1 ]; then
   # A node no driver has, open to all, for a user-namespace container to
   # be given by a bind mount (mknod is refused there whatever the rules).
   mknod -m 666 "$work/c42" c 42 0
+  # Slurm's (bookworm's root alone has Slurm): its default cases include it.
+  if [ "$1" = bookworm ]; then
+    case " ${GPURUN_SYSTEMD_CASES:-slurm} " in *" slurm "*) sh integration/slurm.sh --fixtures "$work/slurm" ;; esac
+  fi
   # CRIU 4, for the GPU checkpoint: scripts/fixtures/criu.sh's, carried under the
   # checkout (the guest's own root has Debian 12's 3.17).
   criu4=$(sh scripts/fixtures/criu.sh --gpu)
@@ -90,7 +96,7 @@ mkdir -p /etc/gpurun
 cp "$work/gpurun.toml" /etc/gpurun/config.toml
 check "systemd is PID 1" systemd "$(cat /proc/1/comm)"
 check "cgroup v2 only" cgroup2fs "$(stat -f -c %T /sys/fs/cgroup)"
-default_cases="shell runc ctr cri docker podman cdi rootless checkpoint"
+default_cases="shell runc ctr cri docker podman cdi rootless checkpoint slurm"
 # runc 1.3 keeps its GPU through a reload (the runc case shows 1.1.5's
 # loss); ctr, CDI and rootless Podman on today's engines run natively
 # (integration/current-engines.sh).
@@ -211,5 +217,12 @@ if case_on cdi; then . integration/systemd/cdi.sh; fi
 
 # --- rootless Podman in a systemd user session: a delegated cgroup ---
 if case_on rootless; then . integration/systemd/rootless.sh; fi
+
+# --- Slurm's srun --container, its cgroup/v2 plugin asking systemd for the
+# step's scope (integration/slurm.sh; its own checks, one line here) ---
+if case_on slurm; then
+  GPURUN_SUITE_WORK="$work/slurm" sh integration/slurm.sh "$gpurun"
+  check "slurm.sh on this systemd host: every check passed" 0 "$?"
+fi
 
 summary systemd

@@ -59,7 +59,8 @@ CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path crates/vendor
   --features cgroupsv2_devices --lib -q rootfs::
 mark "libcontainer rootfs unit tests"
 # End-to-end suites against real engines and schedulers (systemd.sh in
-# 6.12 VMs with systemd as PID 1, on Debian 12's root and on unstable's;
+# 6.12 VMs with systemd as PID 1, on Debian 12's root, Slurm's srun
+# --container with the cgroup/v2 plugin in the same boot, and on unstable's;
 # current-engines.sh against
 # Debian unstable's Docker 28, containerd 2 and Podman 5 in a root of their
 # own); each prints "N passed, M failed" and fails the run if any check
@@ -76,10 +77,7 @@ sh scripts/ci/host-matrix.sh 6.1
 mark "host matrix 6.1"
 sh scripts/ci/host-matrix.sh 6.12
 mark "host matrix 6.12"
-# Slurm's srun --container on a systemd host with the cgroup/v2 plugin
-# (integration/slurm.sh ran above on this cgroup v1 host).
-sh integration/slurm.sh "$PWD/target/debug/gpurun" 6.12
-mark "slurm 6.12; every test passed"
+mark "every test passed"
 # The whole run against CI's limit (5,400 s): above 3,000 s, a warning.
 total=$(($(date +%s) - started))
 echo "test.sh: $total s in all, of CI's 5400 s"
