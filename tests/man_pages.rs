@@ -62,3 +62,21 @@ fn the_main_page_has_runcs_closing_sections() {
     let run = fs::read_to_string(scratch.path().join("man/gpurun-run.8")).unwrap();
     assert!(run.contains(".SH \"EXIT STATUS\""));
 }
+
+#[test]
+fn each_page_states_its_own_commands_exit_status() {
+    let (scratch, _) = generate();
+    let status = |page: &str| {
+        let text = fs::read_to_string(scratch.path().join("man").join(page)).unwrap();
+        let at = text.find(".SH \"EXIT STATUS\"").expect(page);
+        text[at..].split(".SH").nth(1).unwrap().to_owned()
+    };
+    assert!(status("gpurun-exec.8").contains("255"), "exec: runc's 255");
+    assert!(status("gpurun-run.8").contains("128+N"));
+    assert!(
+        !status("gpurun-doctor.8").contains("for run"),
+        "doctor's page speaks of run"
+    );
+    assert!(status("gpurun-gpu-cdi.8").contains("stale"));
+    assert!(status("gpurun-gpu-verify.8").contains("GPUs asked for"));
+}

@@ -62,10 +62,36 @@ fn write_pages(dir: &Path, name: &'static str, cmd: clap::Command) -> Result<()>
 /// The sections runc's and crun's pages have that clap does not make:
 /// all of them on gpurun(8), EXIT STATUS and SEE ALSO on the others.
 fn closing_sections(name: &str) -> String {
+    let status = exit_status(name);
     if name == "gpurun" {
-        return format!("{EXAMPLES}{FILES}{ENVIRONMENT}{EXIT_STATUS}");
+        return format!("{EXAMPLES}{FILES}{ENVIRONMENT}{status}{SEE_ALSO}");
     }
-    format!("{EXIT_STATUS}.SH \"SEE ALSO\"\n.BR gpurun (8)\n")
+    format!("{status}.SH \"SEE ALSO\"\n.BR gpurun (8)\n")
+}
+
+/// Each page's own EXIT STATUS: what that command exits with (runc's codes
+/// where runc has the command: exec's own errors are 255, as runc's).
+fn exit_status(name: &str) -> String {
+    const ERROR: &str =
+        "1 on an error, with one line on standard error; 2 when the command line cannot be parsed.";
+    let own = match name {
+        "gpurun" => "0 on success; 1 on an error, with one line on standard error; 2 when the command \
+                     line cannot be parsed. run, exec and restore (without \\-\\-detach) exit with the \
+                     container process's own status; exec's own errors are 255; see each command's page.",
+        "gpurun-run" | "gpurun-restore" => "The container's own exit status (128+N when signal N ended it); \
+                     0 with \\-\\-detach once it runs.",
+        "gpurun-exec" => "The process's own exit status (128+N when signal N ended it); 0 with \\-\\-detach \
+                     once it runs; 255 when gpurun could not run it (as runc), with one line on standard error.",
+        "gpurun-doctor" => "0 when the host can run containers (and GPU containers, with \\-\\-gpu); \
+                     1 otherwise, the failing checks marked FAIL.",
+        "gpurun-gpu-verify" => "0 when the throwaway container saw exactly the GPUs asked for; 1 otherwise, \
+                     the verdict line saying why.",
+        "gpurun-gpu-cdi" => "0 when the spec is written or printed, or with \\-\\-check when it is up to date; \
+                     1 when \\-\\-check finds it missing or stale.",
+        _ => "0 on success.",
+    };
+    let rest = if name == "gpurun" { "" } else { ERROR };
+    format!(".SH \"EXIT STATUS\"\n{own}\n{rest}\n")
 }
 
 const EXAMPLES: &str = r#".SH EXAMPLES
@@ -102,8 +128,9 @@ Where the driver's files, the device nodes and procfs are (as the flags).
 Read from the container's own environment: the GPUs it asks for.
 "#;
 
-const EXIT_STATUS: &str = r#".SH "EXIT STATUS"
-0 on success; for run, the container's own exit code (128+N when signal N
-killed it); 1 on an error, with one line on standard error; 2 when the
-command line cannot be parsed.
+const SEE_ALSO: &str = r#".SH "SEE ALSO"
+.BR gpurun\-run (8),
+.BR gpurun\-gpu (8),
+.BR gpurun\-doctor (8),
+.BR runc (8)
 "#;
