@@ -204,20 +204,27 @@ fn cgroup_paths_that_are_not_the_containers_own_are_refused() {
 fn a_reader_that_goes_away_ends_a_listing_quietly() {
     use std::os::unix::process::ExitStatusExt;
     // `gpurun features | head -0`: the pipe's reader is gone before gpurun
-    // writes. It must end on SIGPIPE, as runc does, not panic on EPIPE.
-    let (read_end, write_end) = nix::unistd::pipe().unwrap();
-    drop(read_end);
+    // writes. It must end on SIGPIPE, as runc does, not panic on EPIPE;
+    // `--version`, answered before any command is parsed, too.
     let scratch = Scratch::new("epipe");
-    let err_path = scratch.path().join("stderr");
-    let status = std::process::Command::new(gpurun_bin())
-        .arg("features")
-        .stdout(std::process::Stdio::from(write_end))
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .status()
-        .unwrap();
-    let stderr = std::fs::read_to_string(&err_path).unwrap();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(status.signal(), Some(libc::SIGPIPE), "{status:?}: {stderr}");
+    for arg in ["features", "--version"] {
+        let (read_end, write_end) = nix::unistd::pipe().unwrap();
+        drop(read_end);
+        let err_path = scratch.path().join("stderr");
+        let status = std::process::Command::new(gpurun_bin())
+            .arg(arg)
+            .stdout(std::process::Stdio::from(write_end))
+            .stderr(std::fs::File::create(&err_path).unwrap())
+            .status()
+            .unwrap();
+        let stderr = std::fs::read_to_string(&err_path).unwrap();
+        assert!(!stderr.contains("panicked"), "{arg}: {stderr}");
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGPIPE),
+            "{arg}: {status:?}: {stderr}"
+        );
+    }
 }
 
 #[test]
@@ -383,6 +390,32 @@ fn a_named_config_must_exist_and_the_toolkits_is_read_as_is() {
     let out = plan(&toolkit);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("/dev/nvidia0"), "{}", out.stdout);
+    assert!(
+        !out.stderr.contains("warning"),
+        "the toolkit's keys: {}",
+        out.stderr
+    );
+    // A key neither gpurun's nor the toolkit's (a typo) is named, not
+    // passed over in silence.
+    let typo = scratch.path().join("typo.toml");
+    fs::write(&typo, "driver-rot = \"/x\"\n").unwrap();
+    let out = plan(&typo);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("gpurun: warning:")
+            && out.stderr.contains("unknown key \"driver-rot\""),
+        "{}",
+        out.stderr
+    );
+    // A directory is said to be one.
+    let out = plan(scratch.path());
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is a directory, not a config file"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("unset GPURUN_CONFIG"), "{}", out.stderr);
 }
 
 #[test]
@@ -454,4 +487,30 @@ fn spec_for_a_bundle_directory_not_made_yet() {
     );
     assert_eq!(out.stderr.trim_end(), want);
     assert!(!bundle.exists());
+}
+
+#[test]
+fn a_usage_error_is_one_gpurun_error_line_with_its_usage() {
+    // clap's several lines (message, tips, usage, "For more information")
+    // become one, in the words every other error has; exit status 2.
+    for (args, names) in [
+        (&["kill"][..], "CONTAINER_ID"),
+        (&["run", "--nope", "x"][..], "--nope"),
+        (&["frob"][..], "frob"),
+    ] {
+        let out = run_cmd(std::process::Command::new(gpurun_bin()).args(args), TIMEOUT);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {}", out.stderr);
+        assert!(lines[0].starts_with("gpurun: error: "), "{}", lines[0]);
+        assert!(lines[0].contains(names), "{}", lines[0]);
+        assert!(lines[0].contains("usage: gpurun"), "{}", lines[0]);
+    }
+    // Help is still help, on stdout, exit 0.
+    let out = run_cmd(
+        std::process::Command::new(gpurun_bin()).args(["kill", "--help"]),
+        TIMEOUT,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Usage: gpurun kill"), "{}", out.stdout);
 }

@@ -133,9 +133,8 @@ impl Config {
     }
 }
 
-/// The top-level keys and tables gpurun reads; every other one (the
-/// toolkit's `[features]`, `[nvidia-ctk]`, `disable-require`, ...) is
-/// passed over with a debug line.
+/// The top-level keys and tables gpurun reads (its own keys first, then the
+/// toolkit's tables it reads from).
 const KNOWN: [&str; 10] = [
     "driver-root",
     "dev-root",
@@ -147,6 +146,17 @@ const KNOWN: [&str; 10] = [
     "spec-dirs",
     "nvidia-container-runtime",
     "nvidia-container-cli",
+];
+
+/// The toolkit's top-level keys and tables gpurun has no use for: passed
+/// over with a debug line, as a toolkit config.toml read as is holds them.
+const TOOLKIT_ONLY: [&str; 6] = [
+    "disable-require",
+    "supported-driver-capabilities",
+    "swarm-resource",
+    "features",
+    "nvidia-ctk",
+    "nvidia-container-runtime-hook",
 ];
 
 /// Where a config file came from, which decides whether it may be absent.
@@ -182,6 +192,15 @@ impl Config {
                     tracing::debug!("skipping {}: {e}", path.display());
                     continue;
                 }
+                Err(e) if e.raw_os_error() == Some(libc::EISDIR) => anyhow::bail!(
+                    "{} is a directory, not a config file: name a TOML file (docs/config.md){}",
+                    path.display(),
+                    if source == Source::Named {
+                        ", or unset GPURUN_CONFIG"
+                    } else {
+                        ""
+                    }
+                ),
                 Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
             };
             file = parse_file(&path, &text)?.over(file);
@@ -245,16 +264,25 @@ fn parse_file(path: &Path, text: &str) -> Result<Config> {
             at_line(text, e.span())
         )
     })?;
-    let unused: Vec<&str> = table
+    let (toolkit, unknown): (Vec<&str>, Vec<&str>) = table
         .keys()
         .map(String::as_str)
         .filter(|k| !KNOWN.contains(k))
-        .collect();
-    if !unused.is_empty() {
+        .partition(|k| TOOLKIT_ONLY.contains(k));
+    if !toolkit.is_empty() {
         tracing::debug!(
-            "{}: passing over keys gpurun does not use: {}",
+            "{}: passing over the toolkit's keys gpurun does not use: {}",
             path.display(),
-            unused.join(", ")
+            toolkit.join(", ")
+        );
+    }
+    // Neither gpurun's nor the toolkit's: a typo would otherwise leave a
+    // setting silently unset.
+    for key in unknown {
+        tracing::warn!(
+            "{}: unknown key \"{key}\", passed over: gpurun's keys are {} (docs/config.md)",
+            path.display(),
+            KNOWN[..8].join(", ")
         );
     }
     toml::from_str::<Config>(text)
@@ -606,7 +634,11 @@ path = "nvidia-ctk"
             .into_owned();
         let env = |k: &str| (k == "GPURUN_CONFIG").then(|| given.clone());
         let err = Roots::resolve(&RootFlags::default(), &env).unwrap_err();
-        assert!(err.to_string().starts_with("read "), "{err}");
+        assert!(
+            err.to_string()
+                .contains("is a directory, not a config file"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(home);
     }
 }

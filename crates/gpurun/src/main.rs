@@ -83,6 +83,10 @@ fn print_version_if_asked() {
     let seccomp = libseccomp::ScmpVersion::current()
         .map(|v| format!("{}.{}.{}", v.major, v.minor, v.micro))
         .unwrap_or_else(|_| "unknown".into());
+    // As for the reporting commands: a reader that stops early (`| head -1`)
+    // ends us quietly, as it ends runc, not with a panic.
+    // SAFETY: restoring a default disposition, before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     println!(
         "gpurun version {}\ncommit: {}\nspec: {}\nlibseccomp: {seccomp}",
         env!("CARGO_PKG_VERSION"),

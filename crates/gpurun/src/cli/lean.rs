@@ -37,8 +37,50 @@ pub fn parse(program: OsString, args: Vec<OsString>) -> Cli {
     }
     let command = Cli::command();
     let args = go_flags::normalize(&command, args);
-    let matches = command.get_matches_from(std::iter::once(program).chain(args));
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    command
+        .try_get_matches_from(std::iter::once(program).chain(args))
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+        .unwrap_or_else(|e| usage_error(e))
+}
+
+/// Help and version as clap prints them; a usage error as every other
+/// error, one `gpurun: error:` line (clap's message, its tips and the
+/// usage it names), exit status 2.
+fn usage_error(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit()
+    }
+    eprintln!("gpurun: error: {}", one_line_usage(&e.render().to_string()));
+    std::process::exit(2)
+}
+
+/// clap's rendered error ("error: ...", "  tip: ...", "Usage: ...") as one
+/// line.
+fn one_line_usage(rendered: &str) -> String {
+    let mut parts = Vec::new();
+    let mut usage = None;
+    for line in rendered.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(message) = line.strip_prefix("error: ") {
+            parts.push(message.to_owned());
+        } else if let Some(tip) = line.strip_prefix("tip: ") {
+            parts.push(tip.to_owned());
+        } else if let Some(u) = line.strip_prefix("Usage: ") {
+            usage = Some(u.to_owned());
+        } else if !line.starts_with("For more information") {
+            parts.push(line.to_owned());
+        }
+    }
+    let mut text = parts.join("; ");
+    if let Some(usage) = usage {
+        text.push_str(&format!(" (usage: {usage}; see --help)"));
+    }
+    text
 }
 
 /// The lean command for the first argument naming a lean subcommand;
@@ -173,5 +215,15 @@ mod tests {
         assert_eq!(lean(&["--root", "state", "delete", "id"]), None);
         assert!(lean(&["state", "--help"]).is_none(), "help is never lean");
         assert!(lean(&["sate", "id"]).is_none());
+    }
+
+    #[test]
+    fn a_usage_error_reads_as_one_line() {
+        let rendered = "error: unexpected argument '--nope' found\n\n  tip: a similar argument exists: '--no-pivot'\n\nUsage: gpurun run --no-pivot [CONTAINER_ID]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line_usage(rendered),
+            "unexpected argument '--nope' found; a similar argument exists: '--no-pivot' \
+             (usage: gpurun run --no-pivot [CONTAINER_ID]; see --help)"
+        );
     }
 }
