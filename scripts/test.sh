@@ -36,6 +36,8 @@ sh scripts/ci/guest-aarch64.sh
 mark "aarch64 guests"
 # No module circle in any crate; the binary's layers point one way.
 python3 scripts/ci/check-layers.py
+# The manual names only files and tests that exist, and one CDI spec path.
+python3 scripts/ci/check-docs.py
 # No package archive's host written in a script: they take the system's
 # apt sources (scripts/fixtures/debian-mirror.sh) and cargo's own registry.
 if git grep -nE '(deb|security|ftp[a-z.0-9]*)\.debian\.org|static\.crates\.io|crates\.io/api' -- scripts integration .ci; then

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The manual names only what exists, and states one value per fact.
+
+Fails when README.md, CONTRIBUTING.md, SECURITY.md or a page in docs/
+names a file of this repository that does not exist (scripts/..., tests/...,
+docs/..., examples/..., integration/..., crates/..., .ci/...), or a test
+(`tests/FILE.rs::NAME`, `FILE.rs::NAME`) that its file does not define; or
+when a page gives a value other than the one the project has settled for a
+fact it names (the CDI spec's path). CHANGELOG.md is history, and left out.
+    python3 scripts/ci/check-docs.py
+"""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "SECURITY.md"]
+PAGES += sorted((ROOT / "docs").rglob("*.md"))
+TOP = ("scripts/", "tests/", "docs/", "examples/", "integration/", "crates/", ".ci/")
+# A repository path: a top folder, then path characters; placeholders in
+# capitals (DIR, FILE) and globs are not paths to check.
+PATH = re.compile(r"(?<![\w/.-])((?:" + "|".join(re.escape(t) for t in TOP) + r")[\w./-]*)")
+TEST = re.compile(r"(?<![\w/])((?:tests/)?[\w/]+\.rs)::(\w+)")
+# One value per fact: a pattern that names the fact wrongly, and the fix.
+FACTS = [
+    (re.compile(r"/(?:etc|var/run)/cdi/nvidia\.json"),
+     "the CDI spec gpurun's unit writes is /var/run/cdi/nvidia.yaml"),
+]
+
+
+def path_exists(name):
+    name = name.rstrip(".,:;)")
+    if any(c in name for c in "*<>{}") or re.search(r"[A-Z]{3,}", name.split("/")[-1]):
+        return True
+    return (ROOT / name).exists()
+
+
+def test_exists(file, name):
+    candidates = [ROOT / file] if file.startswith("tests/") else list((ROOT / "tests").rglob(file))
+    for path in candidates:
+        if path.is_file() and re.search(r"\bfn " + re.escape(name) + r"\b", path.read_text()):
+            return True
+        # A test folder's main.rs names its modules' tests too.
+        if path.is_file() and path.name == "main.rs":
+            for module in path.parent.rglob("*.rs"):
+                if re.search(r"\bfn " + re.escape(name) + r"\b", module.read_text()):
+                    return True
+    return False
+
+
+def main():
+    problems = []
+    for page in PAGES:
+        rel = page.relative_to(ROOT)
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            for match in PATH.finditer(line):
+                if not path_exists(match.group(1)):
+                    problems.append(f"{rel}:{number}: names {match.group(1)}, which does not exist")
+            for match in TEST.finditer(line):
+                if not test_exists(match.group(1), match.group(2)):
+                    problems.append(f"{rel}:{number}: names the test {match.group(0)}, which its file does not define")
+            for pattern, fix in FACTS:
+                if pattern.search(line):
+                    problems.append(f"{rel}:{number}: {pattern.search(line).group(0)}: {fix}")
+    for problem in problems:
+        print(f"check-docs: {problem}", file=sys.stderr)
+    print(f"check-docs: {len(PAGES)} pages, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
