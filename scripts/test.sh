@@ -73,7 +73,7 @@ for suite in integration/*.sh; do
 done
 # The host matrix: the kernel- and cgroup-dependent test programs again in
 # VMs on the kernels GPU hosts run, with pure cgroup v2. Which program runs
-# on which kernel, whole or in part, is tests/matrix.txt (docs/testing.md:
+# on which kernel, whole or in part, is tests/matrix.txt (docs/dev/testing.md:
 # what runs where).
 sh scripts/ci/host-matrix.sh 6.1
 mark "host matrix 6.1"
@@ -83,4 +83,4 @@ mark "every test passed"
 # The whole run against CI's limit (5,400 s): above 3,000 s, a warning.
 total=$(($(date +%s) - started))
 echo "test.sh: $total s in all, of CI's 5400 s"
-[ "$total" -le 3000 ] || echo "test.sh: warning: over 3000 s: CI's margin is going (docs/testing.md has each part's time)"
+[ "$total" -le 3000 ] || echo "test.sh: warning: over 3000 s: CI's margin is going (docs/dev/testing.md has each part's time)"

@@ -3,7 +3,8 @@
 
 Fails when README.md, CONTRIBUTING.md, SECURITY.md or a page in docs/
 names a file of this repository that does not exist (scripts/..., tests/...,
-docs/..., examples/..., integration/..., crates/..., .ci/...), or a test
+docs/..., examples/..., integration/..., crates/..., .ci/...) or links to
+one (a relative Markdown link, from the page's folder), or a test
 (`tests/FILE.rs::NAME`, `FILE.rs::NAME`) that its file does not define; or
 when a page gives a value other than the one the project has settled for a
 fact it names (the CDI spec's path). CHANGELOG.md is history, and left out.
@@ -20,6 +21,7 @@ TOP = ("scripts/", "tests/", "docs/", "examples/", "integration/", "crates/", ".
 # A repository path: a top folder, then path characters; placeholders in
 # capitals (DIR, FILE) and globs are not paths to check.
 PATH = re.compile(r"(?<![\w/.-])((?:" + "|".join(re.escape(t) for t in TOP) + r")[\w./-]*)")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 TEST = re.compile(r"(?<![\w/])((?:tests/)?[\w/]+\.rs)::(\w+)")
 # One value per fact: a pattern that names the fact wrongly, and the fix.
 FACTS = [
@@ -56,6 +58,11 @@ def main():
             for match in PATH.finditer(line):
                 if not path_exists(match.group(1)):
                     problems.append(f"{rel}:{number}: names {match.group(1)}, which does not exist")
+            for match in LINK.finditer(line):
+                target = match.group(1)
+                if "://" not in target and not target.startswith("mailto:") \
+                        and not (page.parent / target).exists():
+                    problems.append(f"{rel}:{number}: links to {target}, which does not exist")
             for match in TEST.finditer(line):
                 if not test_exists(match.group(1), match.group(2)):
                     problems.append(f"{rel}:{number}: names the test {match.group(0)}, which its file does not define")

@@ -1,6 +1,6 @@
 //! The OCI runtime spec, requirement by requirement: one module per spec
 //! document (runtime.md, config.md, config-linux.md), one test per
-//! requirement, named after the section it comes from. docs/conformance.md
+//! requirement, named after the section it comes from. docs/dev/conformance.md
 //! maps every MUST of those documents to its test here (or elsewhere in
 //! tests/), or says why there is none.
 
