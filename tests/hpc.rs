@@ -342,8 +342,14 @@ fn import_refuses_a_non_empty_output_and_a_missing_image() {
     );
     assert_eq!(out.code, 1);
     assert!(
-        out.stderr.contains("no such file or directory"),
+        out.stderr
+            .contains("no such file or directory: name an OCI layout directory"),
         "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains("os error"),
+        "said twice: {}",
         out.stderr
     );
     assert!(!scratch.path().join("n").exists());

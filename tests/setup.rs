@@ -240,6 +240,7 @@ fn setup_undo_puts_the_config_back() {
     assert!(hooks.join("nvidia-container-runtime-hook").is_symlink());
     let out = docker(&["--undo"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("restart the engine"), "{}", out.stdout);
     assert_eq!(fs::read_to_string(&daemon).unwrap(), "{\"debug\": true}\n");
     assert!(
         !hooks.join("nvidia-container-runtime-hook").exists(),
@@ -252,6 +253,21 @@ fn setup_undo_puts_the_config_back() {
         .filter(|n| n.ends_with(".bak"))
         .collect();
     assert!(left.is_empty(), "backups left: {left:?}");
+    // Nothing left to undo: said, and no engine to restart.
+    let missing = scratch.path().join("none.json");
+    let out = setup(&[
+        "docker",
+        "--config",
+        missing.to_str().unwrap(),
+        "--binary",
+        bin,
+        "--hook-dir",
+        hook_dir,
+        "--undo",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("nothing to undo"), "{}", out.stdout);
+    assert!(!out.stdout.contains("restart"), "{}", out.stdout);
     // A containerd config setup created: removed.
     let created = scratch.path().join("config.toml");
     let cfg = created.to_str().unwrap();

@@ -69,8 +69,18 @@ fn clean_relative(path: &str) -> Option<String> {
 
 impl Store {
     pub fn open(path: &Path) -> Result<Store> {
-        let meta = std::fs::metadata(path)
-            .with_context(|| format!("image {}: no such file or directory", path.display()))?;
+        let meta = std::fs::metadata(path).map_err(|e| {
+            anyhow::anyhow!(
+                "image {}: {}: name an OCI layout directory, an OCI or docker-save archive, \
+                 docker://HOST/NAME:TAG or oci://LAYOUT:TAG",
+                path.display(),
+                match e.kind() {
+                    std::io::ErrorKind::NotFound => "no such file or directory".to_owned(),
+                    std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+                    _ => e.to_string(),
+                }
+            )
+        })?;
         if meta.is_dir() {
             return Ok(Store::Dir(path.to_path_buf()));
         }

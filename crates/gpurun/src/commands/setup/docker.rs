@@ -112,13 +112,17 @@ pub fn install_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()>
 
 /// `setup docker --undo`: removes the hook link in `dir` if it is gpurun's;
 /// anything else there is left alone.
-pub fn remove_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<()> {
+/// Whether there was a link of ours to remove.
+pub fn remove_hook_link(dir: &Path, binary: &Path, dry_run: bool) -> Result<bool> {
     let link = dir.join(DOCKER_HOOK);
-    if is_our_link(&link, binary) && !dry_run {
+    if !is_our_link(&link, binary) {
+        return Ok(false);
+    }
+    if !dry_run {
         fs::remove_file(&link).with_context(|| format!("remove {}", link.display()))?;
         println!("removed the hook link {}", link.display());
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

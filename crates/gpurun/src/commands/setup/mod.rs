@@ -276,11 +276,15 @@ fn undo(
         ),
         (None, false) => println!("{} does not exist: nothing to undo", path.display()),
     }
+    let mut changed = backup.is_some() || existed;
     if args.engine == Engine::Docker {
         let dir = docker::hook_dir(args.hook_dir.as_deref(), binary)?;
-        docker::remove_hook_link(&dir, binary, args.dry_run)?;
+        changed |= docker::remove_hook_link(&dir, binary, args.dry_run)?;
     }
-    println!("restart the engine to load it");
+    // Nothing put back, nothing for the engine to load again.
+    if changed && !args.dry_run {
+        println!("restart the engine to load it");
+    }
     Ok(())
 }
 
