@@ -133,9 +133,8 @@ impl Config {
     }
 }
 
-/// The top-level keys and tables gpurun reads (its own keys first, then the
-/// toolkit's tables it reads from).
-const KNOWN: [&str; 10] = [
+/// gpurun's own top-level keys (those a warning lists).
+const OWN_KEYS: [&str; 8] = [
     "driver-root",
     "dev-root",
     "proc-root",
@@ -144,9 +143,10 @@ const KNOWN: [&str; 10] = [
     "annotation-prefixes",
     "cuda-compat-mode",
     "spec-dirs",
-    "nvidia-container-runtime",
-    "nvidia-container-cli",
 ];
+
+/// The toolkit's tables gpurun reads settings from.
+const TOOLKIT_TABLES_READ: [&str; 2] = ["nvidia-container-runtime", "nvidia-container-cli"];
 
 /// The toolkit's top-level keys and tables gpurun has no use for: passed
 /// over with a debug line, as a toolkit config.toml read as is holds them.
@@ -267,7 +267,7 @@ fn parse_file(path: &Path, text: &str) -> Result<Config> {
     let (toolkit, unknown): (Vec<&str>, Vec<&str>) = table
         .keys()
         .map(String::as_str)
-        .filter(|k| !KNOWN.contains(k))
+        .filter(|k| !OWN_KEYS.contains(k) && !TOOLKIT_TABLES_READ.contains(k))
         .partition(|k| TOOLKIT_ONLY.contains(k));
     if !toolkit.is_empty() {
         tracing::debug!(
@@ -282,7 +282,7 @@ fn parse_file(path: &Path, text: &str) -> Result<Config> {
         tracing::warn!(
             "{}: unknown key \"{key}\", passed over: gpurun's keys are {} (docs/config.md)",
             path.display(),
-            KNOWN[..8].join(", ")
+            OWN_KEYS.join(", ")
         );
     }
     toml::from_str::<Config>(text)

@@ -75,8 +75,7 @@ fn exit_status(name: &str) -> String {
     const ERROR: &str =
         "1 on an error, with one line on standard error; 2 when the command line cannot be parsed.";
     let own = match name {
-        "gpurun" => "0 on success; 1 on an error, with one line on standard error; 2 when the command \
-                     line cannot be parsed. run, exec and restore (without \\-\\-detach) exit with the \
+        "gpurun" => "0 on success. run, exec and restore (without \\-\\-detach) exit with the \
                      container process's own status; exec's own errors are 255; see each command's page.",
         "gpurun-run" | "gpurun-restore" => "The container's own exit status (128+N when signal N ended it); \
                      0 with \\-\\-detach once it runs.",
@@ -90,8 +89,7 @@ fn exit_status(name: &str) -> String {
                      1 when \\-\\-check finds it missing or stale.",
         _ => "0 on success.",
     };
-    let rest = if name == "gpurun" { "" } else { ERROR };
-    format!(".SH \"EXIT STATUS\"\n{own}\n{rest}\n")
+    format!(".SH \"EXIT STATUS\"\n{own}\n{ERROR}\n")
 }
 
 const EXAMPLES: &str = r#".SH EXAMPLES
