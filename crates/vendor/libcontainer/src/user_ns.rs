@@ -123,6 +123,12 @@ pub enum MappingError {
     NoIDMapping,
     #[error("failed to write id mapping")]
     WriteIDMapping(#[source] std::io::Error),
+    #[error("{binary} failed ({status}): {stderr}")]
+    HelperFailed {
+        binary: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -161,9 +167,13 @@ impl UserNamespaceConfig {
                 err
             })?;
             let mut user_ns_config = UserNamespaceConfig::try_from(linux)?;
-            if let Some((uid_binary, gid_binary)) = lookup_map_binaries(linux)? {
-                user_ns_config.newuidmap = Some(uid_binary);
-                user_ns_config.newgidmap = Some(gid_binary);
+            // Root writes any number of mappings itself, as runc does: the
+            // helpers check /etc/subuid for the caller, where root has none.
+            if !user_ns_config.privileged {
+                if let Some((uid_binary, gid_binary)) = lookup_map_binaries(linux)? {
+                    user_ns_config.newuidmap = Some(uid_binary);
+                    user_ns_config.newgidmap = Some(gid_binary);
+                }
             }
 
             Ok(Some(user_ns_config))
@@ -407,45 +417,49 @@ fn write_id_mapping(
     map_binary: Option<&Path>,
 ) -> std::result::Result<(), MappingError> {
     tracing::debug!("Write ID mapping: {:?}", mappings);
-
-    match mappings.len() {
-        0 => return Err(MappingError::NoIDMapping),
-        1 => {
-            let mapping = mappings
-                .first()
-                .and_then(|m| format!("{} {} {}", m.container_id(), m.host_id(), m.size()).into())
-                .unwrap();
-            std::fs::write(map_file, &mapping).map_err(|err| {
-                tracing::error!(?err, ?map_file, ?mapping, "failed to write uid/gid mapping");
-                MappingError::WriteIDMapping(err)
-            })?;
-        }
-        _ => {
-            let args: Vec<String> = mappings
-                .iter()
-                .flat_map(|m| {
-                    [
-                        m.container_id().to_string(),
-                        m.host_id().to_string(),
-                        m.size().to_string(),
-                    ]
-                })
-                .collect();
-
-            // we can be certain here that map_binary will not be None,
-            // as in the lookup_map_binaries function, we return error
-            // if there are mappings.len() > 1 and binaries are not present
-            Command::new(map_binary.unwrap())
-                .arg(pid.to_string())
-                .args(args)
-                .output()
-                .map_err(|err| {
-                    tracing::error!(?err, ?map_binary, "failed to execute newuidmap/newgidmap");
-                    MappingError::Execute(err)
-                })?;
-        }
+    if mappings.is_empty() {
+        return Err(MappingError::NoIDMapping);
     }
-
+    let Some(binary) = map_binary else {
+        // One write of every line: the kernel takes a map file's lines in
+        // a single write only.
+        let lines: Vec<String> = mappings
+            .iter()
+            .map(|m| format!("{} {} {}", m.container_id(), m.host_id(), m.size()))
+            .collect();
+        let mapping = lines.join("\n");
+        return std::fs::write(map_file, &mapping).map_err(|err| {
+            tracing::error!(?err, ?map_file, ?mapping, "failed to write uid/gid mapping");
+            MappingError::WriteIDMapping(err)
+        });
+    };
+    let args: Vec<String> = mappings
+        .iter()
+        .flat_map(|m| {
+            [
+                m.container_id().to_string(),
+                m.host_id().to_string(),
+                m.size().to_string(),
+            ]
+        })
+        .collect();
+    let out = Command::new(binary)
+        .arg(pid.to_string())
+        .args(args)
+        .output()
+        .map_err(|err| {
+            tracing::error!(?err, ?binary, "failed to execute newuidmap/newgidmap");
+            MappingError::Execute(err)
+        })?;
+    // A helper that refused (ranges not in /etc/subuid) left the map
+    // unwritten: say so here, not later as setresuid's EINVAL.
+    if !out.status.success() {
+        return Err(MappingError::HelperFailed {
+            binary: binary.display().to_string(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
     Ok(())
 }
 
@@ -689,6 +703,30 @@ mod tests {
             fs::read_to_string(id_mapper.get_uid_path(&pid))?
         );
         config.write_gid_mapping(pid)?;
+        Ok(())
+    }
+
+    #[test]
+    fn test_write_id_mapping_many_lines_in_one_write() -> Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let map_file = tmp.path().join("gid_map");
+        let map = |c: u32, h: u32, n: u32| {
+            LinuxIdMappingBuilder::default()
+                .container_id(c)
+                .host_id(h)
+                .size(n)
+                .build()
+        };
+        let mappings = vec![map(0, 100000, 44)?, map(44, 44, 1)?, map(45, 100045, 65491)?];
+        write_id_mapping(getpid(), &map_file, &mappings, None)?;
+        assert_eq!(
+            fs::read_to_string(&map_file)?,
+            "0 100000 44\n44 44 1\n45 100045 65491"
+        );
+        // A helper that fails is an error, not a map silently left empty.
+        let err = write_id_mapping(getpid(), &map_file, &mappings, Some(Path::new("false")))
+            .unwrap_err();
+        assert!(matches!(err, MappingError::HelperFailed { .. }), "{err}");
         Ok(())
     }
 

@@ -689,6 +689,11 @@ impl TestHelperSyscall {
             .collect::<Vec<String>>()
     }
 
+    /// How many times setgroups was called (an empty list is a call too).
+    pub fn get_groups_calls(&self) -> usize {
+        self.mocks.fetch(ArgName::Groups).values.len()
+    }
+
     pub fn get_groups_args(&self) -> Vec<Gid> {
         self.mocks
             .fetch(ArgName::Groups)

@@ -319,6 +319,7 @@ pub fn container_init_process(
     set_supplementary_gids(
         ctx.process.user(),
         &args.user_ns_config,
+        keeps_original_groups(ctx.spec),
         ctx.syscall.as_ref(),
     )
     .map_err(|err| {
@@ -963,6 +964,15 @@ fn fix_stdio_permissions(uid: u32) -> Result<()> {
     Ok(())
 }
 
+/// crun's annotation: the container process keeps the runtime's own
+/// supplementary groups (setgroups is not called).
+fn keeps_original_groups(spec: &Spec) -> bool {
+    spec.annotations()
+        .as_ref()
+        .and_then(|a| a.get("run.oci.keep_original_groups"))
+        .is_some_and(|v| v == "1")
+}
+
 // Before 3.19 it was possible for an unprivileged user to enter an user namespace,
 // become root and then call setgroups in order to drop membership in supplementary
 // groups. This allowed access to files which blocked access based on being a member
@@ -990,56 +1000,66 @@ fn fix_stdio_permissions(uid: u32) -> Result<()> {
 fn set_supplementary_gids(
     user: &User,
     user_ns_config: &Option<UserNamespaceConfig>,
+    keep_original_groups: bool,
     syscall: &dyn Syscall,
 ) -> Result<()> {
-    if let Some(additional_gids) = user.additional_gids() {
+    // crun's run.oci.keep_original_groups=1 (Podman's --group-add
+    // keep-groups): the process keeps the runtime's own groups.
+    if keep_original_groups {
+        return Ok(());
+    }
+    let additional_gids = user.additional_gids().clone().unwrap_or_default();
+
+    let mut setgroups = String::new();
+    ProcfsHandle::new()?
+        .open(ProcfsBase::ProcSelf, "setgroups", OpenFlags::O_RDONLY)?
+        .read_to_string(&mut setgroups)
+        .map_err(|err| {
+            tracing::error!(?err, "failed to read setgroups");
+            InitProcessError::Io(err)
+        })?;
+
+    if setgroups.trim() == "deny" {
+        // Nothing asked, nothing to refuse: the groups stay as they are,
+        // as runc leaves them.
         if additional_gids.is_empty() {
             return Ok(());
         }
+        tracing::error!("cannot set supplementary gids, setgroup is disabled");
+        return Err(InitProcessError::SetGroupDisabled);
+    }
 
-        let mut setgroups = String::new();
-        ProcfsHandle::new()?
-            .open(ProcfsBase::ProcSelf, "setgroups", OpenFlags::O_RDONLY)?
-            .read_to_string(&mut setgroups)
-            .map_err(|err| {
-                tracing::error!(?err, "failed to read setgroups");
-                InitProcessError::Io(err)
+    let gids: Vec<Gid> = additional_gids
+        .iter()
+        .map(|gid| Gid::from_raw(*gid))
+        .collect();
+
+    // Where setgroups is allowed it is called even with no gids, as runc
+    // calls it: otherwise the process keeps the runtime's own groups.
+    match user_ns_config {
+        Some(r) if r.privileged => {
+            syscall.set_groups(&gids).map_err(|err| {
+                tracing::error!(?err, ?gids, "failed to set privileged supplementary gids");
+                InitProcessError::SyscallNamed {
+                    what: format!("setgroups to process.user.additionalGids {additional_gids:?}"),
+                    source: err,
+                }
             })?;
-
-        if setgroups.trim() == "deny" {
-            tracing::error!("cannot set supplementary gids, setgroup is disabled");
-            return Err(InitProcessError::SetGroupDisabled);
         }
-
-        let gids: Vec<Gid> = additional_gids
-            .iter()
-            .map(|gid| Gid::from_raw(*gid))
-            .collect();
-
-        match user_ns_config {
-            Some(r) if r.privileged => {
-                syscall.set_groups(&gids).map_err(|err| {
-                    tracing::error!(?err, ?gids, "failed to set privileged supplementary gids");
-                    InitProcessError::SyscallNamed {
-                        what: format!("setgroups to process.user.additionalGids {additional_gids:?}"),
-                        source: err,
-                    }
-                })?;
-            }
-            None => {
-                syscall.set_groups(&gids).map_err(|err| {
-                    tracing::error!(?err, ?gids, "failed to set unprivileged supplementary gids");
-                    InitProcessError::SyscallNamed {
-                        what: format!("setgroups to process.user.additionalGids {additional_gids:?}"),
-                        source: err,
-                    }
-                })?;
-            }
-            // this should have been detected during validation
-            _ => unreachable!(
-                "unprivileged users cannot set supplementary gids in containers with new user namespace"
-            ),
+        None => {
+            syscall.set_groups(&gids).map_err(|err| {
+                tracing::error!(?err, ?gids, "failed to set unprivileged supplementary gids");
+                InitProcessError::SyscallNamed {
+                    what: format!("setgroups to process.user.additionalGids {additional_gids:?}"),
+                    source: err,
+                }
+            })?;
         }
+        Some(_) if gids.is_empty() => {}
+        // this should have been detected during validation
+        _ => unreachable!(
+            "unprivileged users cannot set supplementary gids in containers with new user namespace"
+        ),
     }
 
     Ok(())
@@ -1354,7 +1374,7 @@ mod tests {
     fn test_set_supplementary_gids() -> Result<()> {
         // gids additional gids is empty case
         let user = UserBuilder::default().build().unwrap();
-        assert!(set_supplementary_gids(&user, &None, create_syscall().as_ref()).is_ok());
+        assert!(set_supplementary_gids(&user, &None, false, create_syscall().as_ref()).is_ok());
 
         let tests = vec![
             (
@@ -1395,7 +1415,7 @@ mod tests {
         ];
         for (user, ns_config, want) in tests.into_iter() {
             let syscall = create_syscall();
-            let result = set_supplementary_gids(&user, &ns_config, syscall.as_ref());
+            let result = set_supplementary_gids(&user, &ns_config, false, syscall.as_ref());
             match fs::read_to_string("/proc/self/setgroups")?.trim() {
                 "deny" => {
                     assert!(result.is_err());
@@ -1419,6 +1439,49 @@ mod tests {
             }
         }
         Ok(())
+    }
+
+    #[test]
+    fn test_set_supplementary_gids_empty_and_kept() -> Result<()> {
+        let allowed = fs::read_to_string("/proc/self/setgroups")?.trim() == "allow";
+        let calls = |syscall: &dyn Syscall| {
+            syscall
+                .as_any()
+                .downcast_ref::<TestHelperSyscall>()
+                .unwrap()
+                .get_groups_calls()
+        };
+        // No gids: setgroups is still called where allowed, with none.
+        let syscall = create_syscall();
+        let user = UserBuilder::default().build()?;
+        set_supplementary_gids(&user, &None, false, syscall.as_ref())?;
+        assert_eq!(calls(syscall.as_ref()), usize::from(allowed));
+        assert!(syscall
+            .as_any()
+            .downcast_ref::<TestHelperSyscall>()
+            .unwrap()
+            .get_groups_args()
+            .is_empty());
+        // keep_original_groups: never called, whatever the spec asks.
+        let syscall = create_syscall();
+        let user = UserBuilder::default().additional_gids(vec![44]).build()?;
+        set_supplementary_gids(&user, &None, true, syscall.as_ref())?;
+        assert_eq!(calls(syscall.as_ref()), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn test_keeps_original_groups_reads_the_annotation() {
+        let with = |v: &str| {
+            let mut spec = Spec::default();
+            spec.set_annotations(Some(
+                [("run.oci.keep_original_groups".to_owned(), v.to_owned())].into(),
+            ));
+            keeps_original_groups(&spec)
+        };
+        assert!(with("1"));
+        assert!(!with("0"));
+        assert!(!keeps_original_groups(&Spec::default()));
     }
 
     #[test]
