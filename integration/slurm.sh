@@ -168,11 +168,19 @@ check "root: srun --gres=gpu:2 shows both" "/dev/nvidia0 /dev/nvidia1 smi=9" "$o
 out=$(as_user srun --quiet --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" -- sh -c "'$nodes'" 2>&1)
 check "user: srun --gres=gpu:1 shows one GPU node" "/dev/nvidia0 smi=9" "$out"
 
-# While a job holds GPU 0, the next step gets GPU 1, and only that.
-srun --quiet --gres=gpu:1 sleep 8 &
+# While a job holds GPU 0, the next step gets GPU 1, and only that. The
+# holder runs until both checks are done (a fixed sleep ran out before the
+# second check on a slow host, and GPU 0 was then free).
+srun --quiet --gres=gpu:1 --job-name=gpu-holder sleep 600 &
 holder=$!
 pids="$holder $pids"
-sleep 2
+held=""
+for _ in $(seq 1 150); do
+  held=$(squeue -h -t R -n gpu-holder -o %i 2>/dev/null)
+  [ -n "$held" ] && break
+  sleep 0.2
+done
+check "a job holding GPU 0 is running" yes "$([ -n "$held" ] && echo yes || echo no)"
 out=$(as_user srun --quiet --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" --gpus all -- sh -c "'$nodes'" 2>&1)
 check "user: with GPU 0 taken, --gpus all gives GPU 1 only" "/dev/nvidia1 smi=9" "$out"
 out=$(as_user srun --quiet --gres=gpu:1 "$gpurun" $roots run --rootfs "$work/rootfs" --gpus 0 -- true 2>&1; echo "rc=$?")
@@ -180,6 +188,7 @@ case "$out" in
   *"GPU 0 is not allocated to Slurm job"*rc=*) check "user: a GPU outside the allocation is refused" refused refused ;;
   *) check "user: a GPU outside the allocation is refused" refused "$out" ;;
 esac
+[ -n "$held" ] && scancel "$held"
 wait "$holder" || true
 
 out=$(srun --quiet "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$nodes" 2>&1)
