@@ -5,6 +5,7 @@
 //! libcuda), 100 (libcuda resolved).
 
 use std::fs;
+use std::process::Command;
 
 use gpurun_tests::*;
 use serde_json::json;
@@ -230,7 +231,7 @@ fn no_helper_process_runs() {
     let rt = Runtime::new();
     let scratch = Scratch::new("strace");
     let trace = scratch.path().join("trace");
-    let mut cmd = std::process::Command::new("strace");
+    let mut cmd = Command::new("strace");
     cmd.args(["-f", "-qq", "-e", "trace=execve,execveat", "-o"])
         .arg(&trace)
         .arg(gpurun_bin())
@@ -1017,7 +1018,7 @@ fn an_images_newer_cuda_compat_library_goes_first_in_the_linker_cache() {
             let bundle = Bundle::glibc(user);
             let compat = bundle.rootfs().join("usr/local/cuda/compat");
             fs::create_dir_all(compat.parent().unwrap()).unwrap();
-            let copied = std::process::Command::new("cp")
+            let copied = Command::new("cp")
                 .arg("-a")
                 .arg(fixtures.dir.join("compat").join(case))
                 .arg(&compat)
@@ -1065,6 +1066,225 @@ fn an_images_newer_cuda_compat_library_goes_first_in_the_linker_cache() {
                 assert!(!plan.stdout.contains("CUDA compat"), "{}", plan.stdout);
             }
             assert!(rt.leftovers().is_empty());
+        }
+    }
+}
+
+/// Each node's access from inside (EACCES: the node's mode refused it;
+/// EPERM: the device cgroup did; reached: both let it through, and with no
+/// kernel driver the open then fails ENXIO), after the process's groups.
+const GROUPS_AND_OPENS: &str = "grep '^Groups:' /proc/self/status; \
+    for n in /dev/nvidiactl /dev/nvidia0 /dev/nvidia-uvm; do e=$(head -c0 $n 2>&1); \
+    case \"$e\" in *'Permission denied'*) r=EACCES;; *'not permitted'*) r=EPERM;; *) r=reached;; esac; \
+    echo $n=$r; done";
+
+/// A copy of the fake host's dev root whose NVIDIA nodes are mode 0660,
+/// group 44 (`NVreg_DeviceFileGID`, the video group), as some hosts set
+/// them; with gpurun's flags pointing at it.
+fn group_only_host(scratch: &Scratch) -> Vec<String> {
+    let fixtures = GpuFixtures::get();
+    let dev_root = scratch.path().join("devroot");
+    fs::create_dir(&dev_root).unwrap();
+    let script = format!(
+        "set -e; cp -a {host}/dev {root}/dev; \
+         for n in {root}/dev/nvidia*; do [ -c \"$n\" ] || continue; chgrp 44 \"$n\"; chmod 0660 \"$n\"; done",
+        host = fixtures.dir.join("host").display(),
+        root = dev_root.display()
+    );
+    let out = run_cmd(Command::new("sh").arg("-c").arg(script), TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut flags = fixtures.flags();
+    let at = flags.iter().position(|f| f == "--dev-root").unwrap();
+    flags[at + 1] = dev_root.to_string_lossy().into_owned();
+    flags
+}
+
+/// `GROUPS_AND_OPENS` in `bundle`, run with `flags` then `run`, by root
+/// (a user from `user_cmd` instead, when given) under the gpurun config
+/// `config`.
+fn run_groups_and_opens(
+    rt: &Runtime,
+    bundle: &Bundle,
+    flags: &[String],
+    config: &str,
+    user_cmd: Option<Command>,
+) -> Ran {
+    bundle.edit(|c| {
+        c["process"]["args"] = json!(["sh", "-c", GROUPS_AND_OPENS]);
+        c["process"]["env"] = json!([
+            "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+            "NVIDIA_VISIBLE_DEVICES=0"
+        ]);
+    });
+    let config_file = bundle.dir.join("gpurun.toml");
+    fs::write(&config_file, config).unwrap();
+    let dir = bundle.dir.to_string_lossy().into_owned();
+    let mut args: Vec<String> = vec!["--root".into(), rt.root.to_string_lossy().into_owned()];
+    args.extend_from_slice(flags);
+    args.extend(["run", "--bundle", &dir, &unique("groups")].map(String::from));
+    let mut cmd = match user_cmd {
+        Some(mut cmd) => {
+            cmd.arg(&rt.bin).args(&args);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(&rt.bin);
+            cmd.args(&args);
+            cmd
+        }
+    };
+    cmd.env("GPURUN_CONFIG", &config_file);
+    let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    out
+}
+
+/// The process's supplementary groups and each node's access.
+fn groups_and_opens(
+    rt: &Runtime,
+    bundle: &Bundle,
+    flags: &[String],
+    config: &str,
+    user_cmd: Option<Command>,
+) -> (String, Vec<String>) {
+    let out = run_groups_and_opens(rt, bundle, flags, config, user_cmd);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let mut lines = out.stdout.lines();
+    let groups = lines.next().unwrap_or_default().to_owned();
+    (groups, lines.map(str::to_owned).collect())
+}
+
+fn has_group(groups_line: &str, gid: &str) -> bool {
+    groups_line.split_whitespace().skip(1).any(|g| g == gid)
+}
+
+const ALL_REACHED: [&str; 3] = [
+    "/dev/nvidiactl=reached",
+    "/dev/nvidia0=reached",
+    "/dev/nvidia-uvm=reached",
+];
+const ALL_REFUSED: [&str; 3] = [
+    "/dev/nvidiactl=EACCES",
+    "/dev/nvidia0=EACCES",
+    "/dev/nvidia-uvm=EACCES",
+];
+
+/// A host whose nodes are 0660 and group 44: a container user (uid 1000,
+/// no capability) gets group 44 and opens them; with the feature turned
+/// off (`device-node-groups = false`) the same run gets EACCES from the
+/// node's mode, which is what the group alone overcomes (the device cgroup
+/// allows the nodes either way: EPERM would be its refusal).
+#[test]
+fn a_nodes_group_is_given_to_the_container_user() {
+    require_root!();
+    let scratch = Scratch::new("node-groups");
+    let flags = group_only_host(&scratch);
+    let as_user_1000 = |c: &mut serde_json::Value| {
+        c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+    };
+    let rt = Runtime::new();
+    // gpurun itself in group 27: the process gets the spec's groups and
+    // the nodes', never the runtime's own (as runc), unless crun's
+    // keep_original_groups annotation asks for exactly the runtime's.
+    let in_group_27 = || {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--groups=27", "--"]);
+        Some(cmd)
+    };
+    let keep_groups = |c: &mut serde_json::Value| {
+        c["annotations"] = json!({"run.oci.keep_original_groups": "1"});
+    };
+    for (config, keep, want_groups, want) in [
+        ("", false, "44", ALL_REACHED),
+        ("device-node-groups = false\n", false, "", ALL_REFUSED),
+        ("", true, "27", ALL_REFUSED),
+    ] {
+        let bundle = Bundle::glibc(None);
+        bundle.edit(as_user_1000);
+        if keep {
+            bundle.edit(keep_groups);
+        }
+        let (groups, opens) = groups_and_opens(&rt, &bundle, &flags, config, in_group_27());
+        let held: Vec<&str> = groups.split_whitespace().skip(1).collect();
+        assert_eq!(
+            held.join(" "),
+            want_groups,
+            "{config:?} keep {keep}: {groups}"
+        );
+        assert_eq!(opens, want, "{config:?} keep {keep}: {groups}");
+    }
+    // A root-started user namespace (hostUsers: false, userns-remap)
+    // whose gid mappings hold host 44: the process holds it as 44 inside.
+    // One that does not map 44 cannot give it (the nodes stay closed).
+    for (maps_44, want) in [(true, ALL_REACHED), (false, ALL_REFUSED)] {
+        let bundle = Bundle::glibc(None);
+        bundle.edit(as_user_1000);
+        bundle.map_root_to(100000);
+        if maps_44 {
+            bundle.edit(|c| {
+                c["linux"]["gidMappings"] = json!([
+                    {"containerID": 0, "hostID": 100000, "size": 44},
+                    {"containerID": 44, "hostID": 44, "size": 1},
+                    {"containerID": 45, "hostID": 100045, "size": 65491}
+                ]);
+            });
+        }
+        let chowned = Command::new("chown")
+            .args(["-R", "100000:100000"])
+            .arg(bundle.rootfs())
+            .status()
+            .unwrap();
+        assert!(chowned.success());
+        let (groups, opens) = groups_and_opens(&rt, &bundle, &flags, "", None);
+        assert_eq!(has_group(&groups, "44"), maps_44, "userns: {groups}");
+        assert_eq!(opens, want, "userns maps 44: {maps_44}: {groups}");
+    }
+}
+
+/// Rootless, setgroups is denied in the container's user namespace: the
+/// process keeps the invoking user's own groups (unmapped inside, so
+/// /proc shows them as the overflow gid 65534), and a user in group 44
+/// opens the nodes. The same user without it is refused before anything
+/// is made, in one line that names the node and the fix.
+#[test]
+fn rootless_the_users_own_group_opens_the_nodes() {
+    require_root!();
+    let user = TestUser::get();
+    let scratch = Scratch::new("node-groups-rootless");
+    let flags = group_only_host(&scratch);
+    for in_group_44 in [true, false] {
+        let rt = Runtime::as_who(As::User(user.clone()));
+        let bundle = Bundle::glibc(Some(&user));
+        let mut setpriv = Command::new("setpriv");
+        setpriv
+            .arg(format!("--reuid={}", user.uid))
+            .arg(format!("--regid={}", user.gid))
+            .arg(if in_group_44 {
+                "--groups=44"
+            } else {
+                "--clear-groups"
+            })
+            .arg("--")
+            .env_clear()
+            .env("HOME", &user.home)
+            .env("USER", &user.name)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .env("XDG_RUNTIME_DIR", user.runtime_dir())
+            .current_dir("/");
+        if in_group_44 {
+            let (groups, opens) = groups_and_opens(&rt, &bundle, &flags, "", Some(setpriv));
+            assert!(has_group(&groups, "65534"), "{groups}");
+            assert_eq!(opens, ALL_REACHED, "{groups}");
+        } else {
+            let out = run_groups_and_opens(&rt, &bundle, &flags, "", Some(setpriv));
+            assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+            assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+            assert!(
+                out.stderr.contains("cannot open it (EACCES")
+                    && out.stderr.contains("a group of yours"),
+                "{}",
+                out.stderr
+            );
         }
     }
 }

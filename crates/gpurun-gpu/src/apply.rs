@@ -39,6 +39,8 @@ pub struct Applied {
     pub mount_points: &'static str,
     /// Private overlays laid over image directories.
     pub overlays: usize,
+    /// The node groups given to the process, as container gids.
+    pub device_groups: Vec<u32>,
 }
 
 pub(crate) fn bind(source: &Path, destination: &Path, options: &[String]) -> Result<Mount> {
@@ -123,6 +125,10 @@ pub fn apply_delivering(
     on_step: &mut dyn FnMut(Phase, &Applied),
 ) -> Result<Applied> {
     let mut applied = Applied::default();
+    // SAFETY: geteuid has no preconditions.
+    let rootless = unsafe { libc::geteuid() } != 0;
+    applied.device_groups = device_group_gids(spec, &plan.device_groups, rootless);
+    give_groups(spec, &applied.device_groups);
     let spec_mounts: Vec<Mount> = spec.mounts().clone().unwrap_or_default();
     // The injected mounts, after the spec's own.
     let mut mounts: Vec<Mount> = Vec::new();
@@ -200,12 +206,71 @@ fn add_node_devices(linux: &mut oci_spec::runtime::Linux, plan: &Plan) -> Result
                 .minor(node.minor as i64)
                 .file_mode(node.file_mode)
                 .uid(0u32)
-                .gid(0u32)
+                .gid(node.gid)
                 .build()?,
         );
     }
     linux.set_devices(Some(devices));
     Ok(())
+}
+
+/// The container gids that stand for `host_gids`, the groups the plan's
+/// nodes need. Without a user namespace a host gid is the container's. In
+/// one that root started, each is translated through `linux.gidMappings`;
+/// one not mapped there cannot be held inside, and is left out. Rootless,
+/// setgroups is denied: none is given, and the process keeps the invoking
+/// user's own groups (those that let it open the nodes on the host).
+pub fn device_group_gids(spec: &Spec, host_gids: &[u32], rootless: bool) -> Vec<u32> {
+    if !has_user_namespace(spec) {
+        return host_gids.to_vec();
+    }
+    if rootless {
+        if !host_gids.is_empty() {
+            tracing::debug!(
+                "device node groups {host_gids:?} not given: rootless, the process keeps the user's own groups"
+            );
+        }
+        return Vec::new();
+    }
+    let mappings = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.gid_mappings().clone())
+        .unwrap_or_default();
+    host_gids
+        .iter()
+        .filter_map(|&host| {
+            let inside = mappings.iter().find_map(|m| {
+                let offset = host.checked_sub(m.host_id())?;
+                (offset < m.size()).then(|| m.container_id() + offset)
+            });
+            if inside.is_none() {
+                tracing::debug!(
+                    "device node group {host} not given: the user namespace does not map it"
+                );
+            }
+            inside
+        })
+        .collect()
+}
+
+/// Adds `gids` to `process.user.additionalGids`, each once.
+fn give_groups(spec: &mut Spec, gids: &[u32]) {
+    if gids.is_empty() {
+        return;
+    }
+    let Some(process) = spec.process_mut() else {
+        return;
+    };
+    let mut user = process.user().clone();
+    let mut additional = user.additional_gids().clone().unwrap_or_default();
+    for gid in gids {
+        if !additional.contains(gid) {
+            additional.push(*gid);
+        }
+    }
+    user.set_additional_gids(Some(additional));
+    process.set_user(user);
 }
 
 /// Allow rules for the nodes. They live in the spec, so they are part of
@@ -535,4 +600,76 @@ pub fn drop_prestart_hooks(spec: &mut Spec, indexes: &[usize]) -> usize {
     let dropped = before - kept.len();
     hooks.set_prestart((!kept.is_empty()).then_some(kept));
     dropped
+}
+
+#[cfg(test)]
+mod tests {
+    use oci_spec::runtime::{
+        LinuxBuilder, LinuxIdMappingBuilder, LinuxNamespaceBuilder, LinuxNamespaceType,
+        ProcessBuilder, UserBuilder,
+    };
+
+    use super::*;
+
+    /// A spec whose process has `groups`, in a user namespace mapping
+    /// container gids 0..65536 to host 100000.. and container 44 to host
+    /// 44 when `userns`, else in none.
+    fn spec(userns: bool, groups: Vec<u32>) -> Spec {
+        let mut linux = LinuxBuilder::default();
+        if userns {
+            let map = |inside: u32, host: u32, size: u32| {
+                LinuxIdMappingBuilder::default()
+                    .container_id(inside)
+                    .host_id(host)
+                    .size(size)
+                    .build()
+                    .unwrap()
+            };
+            linux = linux
+                .namespaces(vec![LinuxNamespaceBuilder::default()
+                    .typ(LinuxNamespaceType::User)
+                    .build()
+                    .unwrap()])
+                .gid_mappings(vec![map(0, 100_000, 44), map(44, 44, 1)]);
+        }
+        let mut spec = Spec::default();
+        spec.set_linux(Some(linux.build().unwrap()));
+        let user = UserBuilder::default()
+            .uid(1000u32)
+            .gid(1000u32)
+            .additional_gids(groups)
+            .build()
+            .unwrap();
+        spec.set_process(Some(ProcessBuilder::default().user(user).build().unwrap()));
+        spec
+    }
+
+    #[test]
+    fn without_a_user_namespace_the_host_groups_are_given_as_they_are() {
+        assert_eq!(
+            device_group_gids(&spec(false, vec![]), &[44, 109], false),
+            [44, 109]
+        );
+    }
+
+    #[test]
+    fn in_a_user_namespace_root_started_only_mapped_groups_are_given() {
+        // 44 maps to 44; 109 (host) is in no mapping; 100_005 is
+        // container gid 5.
+        let gids = device_group_gids(&spec(true, vec![]), &[44, 109, 100_005], false);
+        assert_eq!(gids, [44, 5]);
+    }
+
+    #[test]
+    fn rootless_no_group_is_given() {
+        assert!(device_group_gids(&spec(true, vec![]), &[44], true).is_empty());
+    }
+
+    #[test]
+    fn the_groups_join_the_spec_s_own_each_once() {
+        let mut s = spec(false, vec![27, 44]);
+        give_groups(&mut s, &[44, 109]);
+        let user = s.process().as_ref().unwrap().user().clone();
+        assert_eq!(user.additional_gids().clone().unwrap(), [27, 44, 109]);
+    }
 }

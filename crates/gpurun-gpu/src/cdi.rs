@@ -17,15 +17,76 @@ pub const CDI_VERSION: &str = "0.5.0";
 pub const KIND: &str = "nvidia.com/gpu";
 pub const IMEX_KIND: &str = "nvidia.com/imex-channel";
 
+/// The version that has `additionalGids` in container edits (CDI 0.7.0:
+/// containerd 1.7.16, Docker 26.1, Podman 5.1 and later read it).
+pub const CDI_VERSION_WITH_GROUPS: &str = "0.7.0";
+
 fn node(n: &DeviceNode) -> Value {
-    json!({
+    let mut v = json!({
         "path": n.path,
         "hostPath": n.host_path,
         "type": "c",
         "major": n.major,
         "minor": n.minor,
         "fileMode": n.file_mode,
-    })
+    });
+    if n.gid != 0 {
+        v["gid"] = json!(n.gid);
+    }
+    v
+}
+
+/// Each set of container edits whose nodes only their group may open gets
+/// those groups as `additionalGids`, as `nvidia-ctk cdi generate` writes
+/// them since toolkit 1.19; the spec's version is then 0.7.0. A host whose
+/// nodes are open to all keeps version 0.5.0, which Podman 4 reads.
+pub fn give_device_groups(spec: &mut Value) {
+    let mut any = false;
+    let mut edits: Vec<&mut Value> = vec![];
+    let Some(obj) = spec.as_object_mut() else {
+        return;
+    };
+    for (key, value) in obj.iter_mut() {
+        match key.as_str() {
+            "containerEdits" => edits.push(value),
+            "devices" => edits.extend(
+                value
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+                    .map(|d| &mut d["containerEdits"]),
+            ),
+            _ => {}
+        }
+    }
+    for edit in edits {
+        let groups = groups_of_nodes(edit);
+        if !groups.is_empty() {
+            edit["additionalGids"] = json!(groups);
+            any = true;
+        }
+    }
+    if any {
+        spec["cdiVersion"] = json!(CDI_VERSION_WITH_GROUPS);
+    }
+}
+
+/// The groups `edit`'s device nodes need, as `DeviceNode::group_needed`.
+fn groups_of_nodes(edit: &Value) -> Vec<u32> {
+    let nodes: Vec<DeviceNode> = edit["deviceNodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| DeviceNode {
+            path: String::new(),
+            host_path: Default::default(),
+            major: 0,
+            minor: 0,
+            file_mode: n["fileMode"].as_u64().unwrap_or(0o666) as u32,
+            gid: n["gid"].as_u64().unwrap_or(0) as u32,
+        })
+        .collect();
+    crate::plan::groups_needed(&nodes)
 }
 
 /// The program NVIDIA's CDI hooks name in a spec gpurun writes.
@@ -199,4 +260,48 @@ pub fn imex_spec(inv: &Inventory) -> anyhow::Result<Value> {
         "containerEdits": { "deviceNodes": channels.iter().map(|n| node(n)).collect::<Vec<_>>() }
     }));
     Ok(json!({ "cdiVersion": CDI_VERSION, "kind": IMEX_KIND, "devices": devices }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node_json(mode: u32, gid: u32) -> Value {
+        let mut n = json!({"path": "/dev/nvidia0", "type": "c", "major": 195, "minor": 0, "fileMode": mode});
+        if gid != 0 {
+            n["gid"] = json!(gid);
+        }
+        n
+    }
+
+    #[test]
+    fn groups_are_written_only_where_a_node_needs_one() {
+        let mut open = json!({
+            "cdiVersion": CDI_VERSION,
+            "containerEdits": {"deviceNodes": [node_json(0o666, 0)]},
+            "devices": [{"name": "0", "containerEdits": {"deviceNodes": [node_json(0o666, 44)]}}]
+        });
+        let before = open.clone();
+        give_device_groups(&mut open);
+        assert_eq!(open, before, "a host open to all keeps CDI 0.5.0 as it was");
+
+        let mut grouped = json!({
+            "cdiVersion": CDI_VERSION,
+            "containerEdits": {"deviceNodes": [node_json(0o666, 0)]},
+            "devices": [
+                {"name": "0", "containerEdits": {"deviceNodes": [node_json(0o660, 44), node_json(0o660, 44)]}},
+                {"name": "1", "containerEdits": {"deviceNodes": [node_json(0o666, 0)]}}
+            ]
+        });
+        give_device_groups(&mut grouped);
+        assert_eq!(grouped["cdiVersion"], CDI_VERSION_WITH_GROUPS);
+        assert_eq!(
+            grouped["devices"][0]["containerEdits"]["additionalGids"],
+            json!([44])
+        );
+        assert!(grouped["devices"][1]["containerEdits"]
+            .get("additionalGids")
+            .is_none());
+        assert!(grouped["containerEdits"].get("additionalGids").is_none());
+    }
 }

@@ -208,6 +208,7 @@ pub mod spec {
             major: 195,
             minor,
             file_mode: 0o666,
+            gid: 0,
         }
     }
 

@@ -469,6 +469,7 @@ fn node_at(dev_root: &Path, path: &str) -> Option<DeviceNode> {
         major: libc::major(rdev),
         minor: libc::minor(rdev),
         file_mode: meta.mode() & 0o7777,
+        gid: meta.gid(),
     })
 }
 

@@ -36,6 +36,9 @@ pub struct Plan {
     /// The image's CUDA forward-compatibility library, and whether it is
     /// put before the host's in the linker cache.
     pub cuda_compat: Option<CudaCompat>,
+    /// The host groups of the nodes that only a member can open: given to
+    /// the container's process (`apply::device_group_gids`).
+    pub device_groups: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -355,6 +358,11 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
     }
     ldcache_entries.sort_by(|a, b| a.name.cmp(&b.name));
     ldcache_entries.dedup();
+    let device_groups = if req.device_groups_disabled {
+        Vec::new()
+    } else {
+        groups_needed(&nodes)
+    };
     Ok(Plan {
         driver_version: inv.driver_version.clone(),
         gpus: gpus
@@ -374,7 +382,14 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         proc_driver_nvidia: gpu_request.then(|| proc_copy(inv, &gpus)).flatten(),
         drop_prestart_hooks: req.docker_hooks.clone(),
         cuda_compat,
+        device_groups,
     })
+}
+
+/// The groups a process needs to open `nodes`, each once, in order.
+pub fn groups_needed(nodes: &[DeviceNode]) -> Vec<u32> {
+    let groups: BTreeSet<u32> = nodes.iter().filter_map(DeviceNode::group_needed).collect();
+    groups.into_iter().collect()
 }
 
 /// Each `NVIDIA_REQUIRE_*` against the host, and against each GPU asked for.
@@ -705,6 +720,7 @@ mod tests {
             major,
             minor,
             file_mode: 0o666,
+            gid: 0,
         }
     }
 

@@ -46,6 +46,9 @@ pub struct Request {
     /// `cuda-compat-mode = "disabled"`: the image's CUDA compat library is
     /// never used.
     pub cuda_compat_disabled: bool,
+    /// `device-node-groups = false`: no node's group is given to the
+    /// process.
+    pub device_groups_disabled: bool,
     /// CDI devices a spec in the spec directories defines: their edits
     /// are applied as the spec writes them, and they are not in `devices`.
     pub cdi_devices: Vec<Resolved>,
@@ -88,6 +91,10 @@ pub struct RequestPolicy {
     pub cuda_compat_mode: CudaCompatMode,
     /// Where CDI specs are read from (the toolkit's `spec-dirs`).
     pub spec_dirs: Vec<PathBuf>,
+    /// A device node's group is given to the container's process where
+    /// the node's mode needs it (off: the toolkit's
+    /// `no-additional-gids-for-device-nodes`).
+    pub device_node_groups: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -108,6 +115,7 @@ impl Default for RequestPolicy {
                 .iter()
                 .map(PathBuf::from)
                 .collect(),
+            device_node_groups: true,
         }
     }
 }
@@ -253,6 +261,7 @@ fn read(
         imex_channels: imex,
         gated,
         cuda_compat_disabled: policy.cuda_compat_mode == CudaCompatMode::Disabled,
+        device_groups_disabled: !policy.device_node_groups,
         cdi_devices,
     })
 }

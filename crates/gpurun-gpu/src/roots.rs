@@ -20,6 +20,7 @@
 //! accept-nvidia-visible-devices-as-volume-mounts = true
 //! annotation-prefixes = ["cdi.k8s.io/"]
 //! cuda-compat-mode = "ldconfig"   # or "disabled"
+//! device-node-groups = true   # a node's group given to the process
 //! spec-dirs = ["/etc/cdi", "/var/run/cdi"]   # CDI specs of any vendor
 //! ```
 
@@ -69,6 +70,7 @@ pub struct Config {
     annotation_prefixes: Option<Vec<String>>,
     cuda_compat_mode: Option<CudaCompatMode>,
     spec_dirs: Option<Vec<PathBuf>>,
+    device_node_groups: Option<bool>,
     // The NVIDIA Container Toolkit's config.toml, read as is: the keys
     // gpurun has a use for, from the sections the toolkit keeps them in;
     // the rest is the toolkit's own business.
@@ -76,6 +78,15 @@ pub struct Config {
     toolkit_runtime: Option<ToolkitRuntime>,
     #[serde(rename = "nvidia-container-cli")]
     toolkit_cli: Option<ToolkitCli>,
+    #[serde(rename = "features")]
+    toolkit_features: Option<ToolkitFeatures>,
+}
+
+/// `[features]`: only the one that turns device-node groups off.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct ToolkitFeatures {
+    no_additional_gids_for_device_nodes: Option<bool>,
 }
 
 /// `[nvidia-container-runtime]`: only its `modes` matter here.
@@ -129,12 +140,17 @@ impl Config {
         self.driver_root = self
             .driver_root
             .or(self.toolkit_cli.take().and_then(|c| c.root));
+        let toolkit_no_gids = self
+            .toolkit_features
+            .take()
+            .and_then(|f| f.no_additional_gids_for_device_nodes);
+        self.device_node_groups = self.device_node_groups.or(toolkit_no_gids.map(|no| !no));
         self
     }
 }
 
 /// gpurun's own top-level keys (those a warning lists).
-const OWN_KEYS: [&str; 8] = [
+const OWN_KEYS: [&str; 9] = [
     "driver-root",
     "dev-root",
     "proc-root",
@@ -143,18 +159,22 @@ const OWN_KEYS: [&str; 8] = [
     "annotation-prefixes",
     "cuda-compat-mode",
     "spec-dirs",
+    "device-node-groups",
 ];
 
 /// The toolkit's tables gpurun reads settings from.
-const TOOLKIT_TABLES_READ: [&str; 2] = ["nvidia-container-runtime", "nvidia-container-cli"];
+const TOOLKIT_TABLES_READ: [&str; 3] = [
+    "nvidia-container-runtime",
+    "nvidia-container-cli",
+    "features",
+];
 
 /// The toolkit's top-level keys and tables gpurun has no use for: passed
 /// over with a debug line, as a toolkit config.toml read as is holds them.
-const TOOLKIT_ONLY: [&str; 6] = [
+const TOOLKIT_ONLY: [&str; 5] = [
     "disable-require",
     "supported-driver-capabilities",
     "swarm-resource",
-    "features",
     "nvidia-ctk",
     "nvidia-container-runtime-hook",
 ];
@@ -223,6 +243,7 @@ impl Config {
             annotation_prefixes: self.annotation_prefixes.or(earlier.annotation_prefixes),
             cuda_compat_mode: self.cuda_compat_mode.or(earlier.cuda_compat_mode),
             spec_dirs: self.spec_dirs.or(earlier.spec_dirs),
+            device_node_groups: self.device_node_groups.or(earlier.device_node_groups),
             ..Config::default()
         }
     }
@@ -243,6 +264,9 @@ impl Config {
                 .unwrap_or(defaults.annotation_prefixes),
             cuda_compat_mode: self.cuda_compat_mode.unwrap_or(defaults.cuda_compat_mode),
             spec_dirs: self.spec_dirs.clone().unwrap_or(defaults.spec_dirs),
+            device_node_groups: self
+                .device_node_groups
+                .unwrap_or(defaults.device_node_groups),
         }
     }
 }
@@ -596,6 +620,35 @@ path = "nvidia-ctk"
             assert_eq!(policy.cuda_compat_mode, CudaCompatMode::Ldconfig);
             let roots = Roots::from_config(&RootFlags::default(), &env, config);
             assert_eq!(roots.driver_root, PathBuf::from(root));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn device_node_groups_by_gpuruns_key_or_the_toolkits_feature() {
+        let path = std::env::temp_dir().join(format!("roots-groups-{}", std::process::id()));
+        let given = path.to_string_lossy().into_owned();
+        let env = |k: &str| (k == "GPURUN_CONFIG").then(|| given.clone());
+        for (text, want) in [
+            (TOOLKIT_DEFAULT.to_owned(), true),
+            (
+                TOOLKIT_DEFAULT.replace(
+                    "[features]\n",
+                    "[features]\nno-additional-gids-for-device-nodes = true\n",
+                ),
+                false,
+            ),
+            ("device-node-groups = false\n".to_owned(), false),
+            // gpurun's own key wins over the toolkit's feature.
+            (
+                "device-node-groups = true\n[features]\nno-additional-gids-for-device-nodes = true\n"
+                    .to_owned(),
+                true,
+            ),
+        ] {
+            std::fs::write(&path, &text).unwrap();
+            let policy = Config::read(&env).unwrap().request_policy();
+            assert_eq!(policy.device_node_groups, want, "{text}");
         }
         let _ = std::fs::remove_file(path);
     }

@@ -121,7 +121,7 @@ fn cdi_spec(
         "nvidia-cdi-hook" => cdi::HookProgram::NvidiaCdiHook,
         _ => cdi::HookProgram::Gpurun(std::env::current_exe().context("find this gpurun binary")?),
     };
-    let spec = match kind {
+    let mut spec = match kind {
         cdi::KIND => cdi::spec(&inv, &hooks),
         cdi::IMEX_KIND => cdi::imex_spec(&inv)?,
         other => anyhow::bail!(
@@ -130,6 +130,9 @@ fn cdi_spec(
             cdi::IMEX_KIND
         ),
     };
+    if driver_paths::request_policy()?.device_node_groups {
+        cdi::give_device_groups(&mut spec);
+    }
     let text = serde_json::to_string_pretty(&spec)? + "\n";
     if let Some(path) = check {
         return check_cdi_spec(&path, &spec);

@@ -367,8 +367,10 @@ fn apply_plan(
             Phase::DeviceNodes => (
                 Step::DeviceNodes,
                 format!(
-                    "device nodes added: {} as {}",
-                    a.device_nodes, a.device_mode
+                    "device nodes added: {} as {}{}",
+                    a.device_nodes,
+                    a.device_mode,
+                    groups_given(&a.device_groups)
                 ),
             ),
             Phase::CgroupRules => (
@@ -391,6 +393,15 @@ fn apply_plan(
         tracing::debug!("the image's own ld.so.cache was not used: {problem}");
     }
     Ok(())
+}
+
+/// ", groups 44,109 given" for the device-node step, or nothing.
+fn groups_given(gids: &[u32]) -> String {
+    if gids.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = gids.iter().map(u32::to_string).collect();
+    format!(", groups {} given", list.join(","))
 }
 
 /// `process.execCPUAffinity.{field}`, checked before anything is cloned,
