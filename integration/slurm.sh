@@ -171,7 +171,7 @@ check "user: srun --gres=gpu:1 shows one GPU node" "/dev/nvidia0 smi=9" "$out"
 # While a job holds GPU 0, the next step gets GPU 1, and only that. The
 # holder runs until both checks are done (a fixed sleep ran out before the
 # second check on a slow host, and GPU 0 was then free).
-srun --quiet --gres=gpu:1 --job-name=gpu-holder sleep 600 &
+srun --quiet --gres=gpu:1 --job-name=gpu-holder sleep 600 2>/dev/null &
 holder=$!
 pids="$holder $pids"
 held=""
