@@ -799,3 +799,77 @@ fn gpu_cdi_check_says_whether_a_spec_is_current() {
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("missing"), "{}", out.stdout);
 }
+
+/// A musl image given NVIDIA's CDI spec: the `update-ldcache` hook's
+/// folders go into /etc/ld-musl-<arch>.path too (musl reads no
+/// ld.so.cache), natively under gpurun and as `gpurun cdi-hook` under runc,
+/// and a musl program's dlopen finds libcuda.so.1 there (loads it, or
+/// fails later on a glibc symbol: not "No such file").
+#[test]
+fn a_musl_image_gets_the_hook_folders_in_its_loader_path() {
+    require_root!();
+    let arch = std::env::consts::ARCH;
+    let probe =
+        format!("tr '\\n' ' ' < /etc/ld-musl-{arch}.path; echo; /usr/bin/musl_dlopen libcuda.so.1");
+    // The hook's folders, as the spec names them.
+    let spec = toolkit_form();
+    let hook = spec["containerEdits"]["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["args"].to_string().contains("update-ldcache"))
+        .unwrap();
+    let args: Vec<&str> = hook["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let folders: String = args
+        .windows(2)
+        .filter(|w| w[0] == "--folder")
+        .map(|w| format!("{} ", w[1]))
+        .collect();
+    assert!(!folders.is_empty(), "{args:?}");
+    let want = [
+        format!("/lib /usr/local/lib /usr/lib {folders}"),
+        "libcuda.so.1 found".to_owned(),
+    ];
+    let musl_bundle = |spec: &Value| {
+        let bundle = Bundle::musl(None);
+        bundle.edit(|c| {
+            c["process"]["args"] = json!(["/bin/sh", "-c", probe]);
+            c["process"]["env"] = json!(["PATH=/usr/bin:/bin"]);
+        });
+        apply_cdi(&bundle, spec, "0", false);
+        bundle
+    };
+    let native = musl_bundle(&spec);
+    let out = run_bundle(&Runtime::new(), &native);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        want,
+        "native: {}",
+        out.stderr
+    );
+
+    let state = Scratch::new("runc-musl");
+    let in_place = musl_bundle(&toolkit_spec(&gpurun_bin(), &["cdi-hook"]));
+    let out = run_cmd(
+        std::process::Command::new("runc")
+            .arg("--root")
+            .arg(state.path())
+            .args(["run", "--bundle"])
+            .arg(&in_place.dir)
+            .arg(unique("runc-musl")),
+        TIMEOUT,
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        want,
+        "runc: {}",
+        out.stderr
+    );
+}

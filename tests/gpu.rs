@@ -1288,3 +1288,54 @@ fn rootless_the_users_own_group_opens_the_nodes() {
         }
     }
 }
+
+/// A musl image (Alpine's layout, with gcompat's /lib64, where gpurun puts
+/// the driver's libraries): musl's loader reads no ld.so.cache, so the
+/// container gets /etc/ld-musl-<arch>.path with the image's folders (its
+/// own file's, else musl's defaults) and the injected one, and a musl
+/// program's dlopen finds libcuda.so.1 and libnvidia-ml.so.1 there (it
+/// loads them, or fails later on a glibc symbol musl lacks: not "No such
+/// file"). Root and rootless.
+#[test]
+fn a_musl_image_finds_the_driver_libraries() {
+    require_root!();
+    let arch = std::env::consts::ARCH;
+    let path_file = format!("/etc/ld-musl-{arch}.path");
+    let probe = format!(
+        "cat {path_file} | tr '\\n' ' '; echo; /usr/bin/musl_dlopen libcuda.so.1 libnvidia-ml.so.1"
+    );
+    for who in As::both() {
+        for own in [None, Some("/lib:/usr/lib\n/opt/own\n")] {
+            let bundle = Bundle::musl(who.user());
+            if let Some(text) = own {
+                fs::write(bundle.rootfs().join(&path_file[1..]), text).unwrap();
+            }
+            bundle.edit(|c| {
+                c["process"]["args"] = json!(["/bin/sh", "-c", probe]);
+                c["process"]["env"] = json!(["PATH=/usr/bin:/bin", "NVIDIA_VISIBLE_DEVICES=0"]);
+            });
+            let rt = Runtime::as_who(who.clone());
+            let dir = bundle.dir.to_string_lossy();
+            let out = rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("musl")]));
+            assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+            assert_eq!(out.code, 0, "{who:?} {own:?}: {}{}", out.stdout, out.stderr);
+            let want_folders = match own {
+                None => "/lib /usr/local/lib /usr/lib /lib64 ",
+                Some(_) => "/lib /usr/lib /opt/own /lib64 ",
+            };
+            assert_eq!(
+                lines(&out),
+                [
+                    want_folders,
+                    "libcuda.so.1 found",
+                    "libnvidia-ml.so.1 found"
+                ],
+                "{who:?} {own:?}: {}",
+                out.stderr
+            );
+            // The image's own file is left as it was.
+            let image_file = fs::read_to_string(bundle.rootfs().join(&path_file[1..])).ok();
+            assert_eq!(image_file.as_deref(), own, "{who:?}");
+        }
+    }
+}

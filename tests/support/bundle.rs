@@ -113,6 +113,25 @@ impl Bundle {
         Self::run_builder(cmd, scratch, dir, user)
     }
 
+    /// A bundle with a musl rootfs laid out as Alpine's with gcompat's
+    /// /lib64 (scripts/fixtures/musl-rootfs.sh), and its probe at
+    /// /usr/bin/musl_dlopen.
+    pub fn musl(user: Option<&TestUser>) -> Bundle {
+        let scratch = Scratch::new("musl");
+        let dir = scratch.path().join("bundle");
+        let script = format!(
+            "set -e; sh {repo}/scripts/fixtures/musl-rootfs.sh {dir}/rootfs; cd {dir}; {gpurun} spec {rootless}; \
+             sed -i 's/\"terminal\": true/\"terminal\": false/' config.json",
+            repo = repo().display(),
+            dir = dir.display(),
+            gpurun = gpurun_bin().display(),
+            rootless = if user.is_some() { "--rootless" } else { "" },
+        );
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(script);
+        Self::run_builder(cmd, scratch, dir, user)
+    }
+
     /// Sets the process args and environment (PATH plus `env`).
     pub fn set_process(&self, args: &[&str], env: &[&str]) {
         let mut full = vec!["PATH=/usr/sbin:/usr/bin:/sbin:/bin"];

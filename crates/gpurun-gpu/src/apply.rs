@@ -159,6 +159,9 @@ pub fn apply_delivering(
     if let Some(cache) = linker_cache_mount(plan, rootfs, shared, &mut applied)? {
         mounts.push(cache);
     }
+    if let Some(musl) = &plan.musl_path {
+        mounts.push(shared_file_bind(shared, &musl.text(), &musl.file)?);
+    }
     on_step(Phase::LinkerCache, &applied);
 
     let all = with_mount_points(spec, spec_mounts, mounts, rootfs, shared, &mut applied)?;

@@ -25,6 +25,7 @@ pub mod inventory;
 pub mod inventory_cache;
 pub mod ldcache;
 pub mod mount_points;
+pub mod musl;
 pub mod nvml;
 pub mod platform;
 pub mod require;

@@ -39,6 +39,9 @@ pub struct Plan {
     /// The host groups of the nodes that only a member can open: given to
     /// the container's process (`apply::device_group_gids`).
     pub device_groups: Vec<u32>,
+    /// A musl image's `/etc/ld-musl-<arch>.path`, where its loader would
+    /// not find the injected libraries otherwise.
+    pub musl_path: Option<crate::musl::MuslPath>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -358,6 +361,9 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
     }
     ldcache_entries.sort_by(|a, b| a.name.cmp(&b.name));
     ldcache_entries.dedup();
+    let musl_path = rootfs_handle
+        .as_ref()
+        .and_then(|root| crate::musl::plan(root, &ldcache_entries, inv.platform));
     let device_groups = if req.device_groups_disabled {
         Vec::new()
     } else {
@@ -383,6 +389,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         drop_prestart_hooks: req.docker_hooks.clone(),
         cuda_compat,
         device_groups,
+        musl_path,
     })
 }
 

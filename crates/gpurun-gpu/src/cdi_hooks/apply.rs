@@ -97,6 +97,13 @@ pub fn apply(
             &mut applied,
         )?);
     }
+    if let Some(musl) = &plan.musl_path {
+        mounts.push(spec_apply::shared_file_bind(
+            shared,
+            &musl.text(),
+            &musl.file,
+        )?);
+    }
     for (text, destination) in [
         (&plan.params, PARAMS),
         (&plan.application_profile, APPLICATION_PROFILE),

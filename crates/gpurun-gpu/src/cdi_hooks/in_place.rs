@@ -61,6 +61,9 @@ pub fn run_in_place(op: &Op, spec: &Spec, root: &Rootfs, host: &HostFacts) -> Re
                 &ldcache::write(&ldcache::merge(image, &plan.ldcache)),
                 0o644,
             )?;
+            if let Some(musl) = &plan.musl_path {
+                root.write_in(&musl.file, musl.text().as_bytes(), 0o644)?;
+            }
         }
         Op::UpdateApplicationProfile => {
             if let Some(profile) = &plan.application_profile {
