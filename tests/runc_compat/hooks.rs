@@ -75,6 +75,83 @@ fn a_failing_start_container_hook_is_reported() {
     rt.run(["delete", "--force", &id]);
 }
 
+/// Every hook kind, under `run`: a hook starts with no signal blocked (the
+/// runtime blocks signals while it forwards them; a hook that inherited
+/// that mask ignored SIGTERM and survived its own SIGSYS, and gpurun ran
+/// the container as if it had succeeded), and a hook killed by a signal
+/// is named by it with its stderr, as runc names it (bats `runc run
+/// [seccomp] (startContainer hook)`). A failed hook leaves nothing; a
+/// poststop hook's failure is a warning, as the runtime spec asks.
+#[test]
+fn a_hook_of_any_kind_killed_by_a_signal_is_named_by_it() {
+    require_root!();
+    let kinds = [
+        ("prestart", true),
+        ("createRuntime", true),
+        ("createContainer", true),
+        ("startContainer", true),
+        ("poststart", true),
+        ("poststop", false),
+    ];
+    for (program, root) in each_runtime() {
+        let is_gpurun = program == gpurun_bin();
+        for (kind, fails) in kinds {
+            let out = Scratch::new("hook-signal");
+            let mask = out.path().join("mask");
+            let bundle = Bundle::busybox();
+            bundle.set_args(&["true"]);
+            // A host-side hook (and createContainer, before pivot_root) is
+            // python3, which reads its own mask as it starts: a shell's
+            // child would see the shell's own while it forks. startContainer
+            // runs in the image, with its busybox shell: no mask read.
+            let hook = if kind == "startContainer" {
+                json!({"path": "/bin/sh", "args": ["sh", "-c", "echo about to die >&2; kill -SYS $$"]})
+            } else {
+                let script = format!(
+                    "import os, signal, sys\n\
+                     mask = open('/proc/self/status').read().split('SigBlk:')[1].split()[0]\n\
+                     open('{}', 'w').write(mask)\n\
+                     sys.stderr.write('about to die\\n')\n\
+                     sys.stderr.flush()\n\
+                     os.kill(os.getpid(), signal.SIGSYS)\n",
+                    mask.display()
+                );
+                json!({"path": "/usr/bin/python3", "args": ["python3", "-c", script]})
+            };
+            bundle.edit(|c| c["hooks"][kind] = json!([hook]));
+            let dir = bundle.dir.to_str().unwrap().to_owned();
+            let id = unique("hook-signal");
+            let ran = runtime_cmd(&program, &root, &["run", "--bundle", &dir, &id]);
+            let what = format!("{program:?} {kind}");
+            assert_eq!(ran.code != 0, fails, "{what}: {}", ran.stderr);
+            if kind != "startContainer" {
+                let blocked = fs::read_to_string(&mask).unwrap_or_default();
+                assert_eq!(
+                    blocked, "0000000000000000",
+                    "{what}: the hook's blocked signals"
+                );
+            }
+            assert!(
+                ran.stderr.contains("signal: bad system call"),
+                "{what}: {}",
+                ran.stderr
+            );
+            if is_gpurun {
+                assert!(
+                    ran.stderr.contains(
+                        "error running hook #0: signal: bad system call, stderr: about to die"
+                    ),
+                    "{what}: {}",
+                    ran.stderr
+                );
+                let left = runtime_cmd(&program, &root, &["list", "-q"]);
+                assert_eq!(left.stdout.trim(), "", "{what}: left behind");
+            }
+            runtime_cmd(&program, &root, &["delete", "--force", &id]);
+        }
+    }
+}
+
 /// runc's words where its bats and youki's contest match them: procfs or
 /// sysfs on a symlink in the image (contest `prohibit_symlink_proc_test`,
 /// `prohibit_symlink_sys_test`; bats `mask paths [prohibit symlink /proc]`)

@@ -139,7 +139,11 @@ pub fn run_hooks_warn_on_failure(
 ) {
     for hook in hooks.into_iter().flatten() {
         if let Err(err) = run_hooks(Some(&vec![hook.clone()]), state, cwd, None, None) {
-            tracing::warn!("{kind} hook {:?} failed, going on: {err}", hook.path());
+            tracing::warn!(
+                "{kind} hook {:?} failed, going on: {}",
+                hook.path(),
+                utils::error_chain(&err)
+            );
         }
     }
 }
@@ -181,6 +185,33 @@ pub fn run_hooks(
     Ok(())
 }
 
+/// A hook starts as runc's do: no signal blocked, every catchable one at
+/// its default action. A runtime that forwards signals blocks them while
+/// it works, and a child inherits the mask across exec: a hook would then
+/// ignore SIGTERM and survive its own SIGSYS. (gpurun patch)
+fn default_signals() -> std::io::Result<()> {
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: sigaction is async-signal-safe; the C library refuses
+        // the signals it keeps for itself, which is harmless here.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+    // SAFETY: an empty set, made here; pthread_sigmask is async-signal-safe.
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    }
+    Ok(())
+}
+
 fn run_hook(
     hook: &Hook,
     oci_state: &OciState,
@@ -215,6 +246,10 @@ fn run_hook(
     };
     tracing::debug!("run_hooks envs: {:?}", envs);
 
+    // SAFETY: the closure makes only async-signal-safe calls.
+    unsafe {
+        hook_command.pre_exec(default_signals);
+    }
     let stderr_file = stderr_capture();
     let stderr = match stderr_file.as_ref().map(|f| f.try_clone()) {
         Some(Ok(copy)) => process::Stdio::from(copy),

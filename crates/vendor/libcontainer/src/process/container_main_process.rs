@@ -47,7 +47,7 @@ pub enum ProcessError {
     Network(#[from] crate::network::NetworkError),
     #[error("failed syscall")]
     SyscallOther(#[source] SyscallError),
-    #[error("failed hooks {0}")]
+    #[error("failed hooks: {0}")]
     Hooks(#[from] crate::hooks::HookError),
     #[error("failed to build OCI state: {0}")]
     OciStateBuild(String),

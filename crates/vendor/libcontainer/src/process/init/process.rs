@@ -541,7 +541,13 @@ pub fn container_init_process(
                 // The main process has stopped listening by now: this line,
                 // in runc's words, is the only report (on stderr, or in the
                 // --log file engines read). (gpurun patch)
-                tracing::error!(target: "gpurun", "error running startContainer hook: {err}");
+                // With its cause (the signal or the status, then the
+                // hook's stderr), as runc prints it. (gpurun patch)
+                tracing::error!(
+                    target: "gpurun",
+                    "error running startContainer hook: {}",
+                    crate::utils::error_chain(&err)
+                );
                 err
             })?;
         }
