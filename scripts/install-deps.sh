@@ -11,7 +11,7 @@ build="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev busybox-s
 packages="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev \
   busybox-static runc crun linux-perf uidmap jq strace time python3 python3-pip ca-certificates zstd \
   slurmd slurmctld slurm-client munge umoci skopeo protobuf-compiler \
-  containerd docker.io podman fuse-overlayfs slirp4netns \
+  containerd docker.io podman conmon fuse-overlayfs slirp4netns \
   docker-registry apache2-utils openssl curl docker-compose lxc procps util-linux \
   mmdebstrap lintian dpkg-dev binutils patchelf file \
   binutils-aarch64-linux-gnu rpm rpmlint qemu-user-static binfmt-support musl-tools"

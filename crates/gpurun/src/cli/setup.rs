@@ -9,6 +9,7 @@ pub enum Engine {
     Podman,
     Lxc,
     Slurm,
+    Crio,
 }
 
 #[derive(clap::Args, Debug)]

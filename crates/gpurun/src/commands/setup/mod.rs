@@ -1,4 +1,4 @@
-//! `gpurun setup containerd|docker|podman|lxc|slurm`: registers gpurun in
+//! `gpurun setup containerd|docker|podman|lxc|slurm|crio`: registers gpurun in
 //! the engine's own config file, in the spirit of `nvidia-ctk runtime
 //! configure` (for LXC: gpurun's hooks in the default container config;
 //! for Slurm: the runtime lines of oci.conf). Every other setting is kept, a second run changes nothing,
@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use crate::cli::{Engine, SetupArgs};
 
 mod containerd;
+mod crio;
 mod docker;
 mod lxc;
 mod podman;
@@ -34,6 +35,7 @@ fn default_config(engine: Engine) -> PathBuf {
         Engine::Lxc if root => "/etc/lxc/default.conf".into(),
         Engine::Lxc => user_config_dir().join("lxc/default.conf"),
         Engine::Slurm => slurm::default_oci_conf(),
+        Engine::Crio => crio::DROP_IN.into(),
     }
 }
 
@@ -151,6 +153,12 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
                 .map(|hook| edit_lxc(old, &hook, &lxc_v2_device_majors())),
             Engine::Slurm => slurm_command(binary_str, &slurm_driver_flags(settings)?)
                 .map(|command| edit_slurm(old, &command)),
+            Engine::Crio => crio_spec_dirs().and_then(|dirs| {
+                crio::edit_crio(
+                    old,
+                    &crio::CrioRuntime::here(name, binary_str, dirs, args.default),
+                )
+            }),
         }
         .with_context(|| format!("{}", path.display()))
     };
@@ -223,6 +231,10 @@ fn next_steps(args: &SetupArgs, binary: &Path) -> Result<()> {
             println!("---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: {name}\nhandler: {name}");
         }
         Engine::Podman => println!("then: podman --runtime {name} run ..."),
+        Engine::Crio => {
+            println!("restart CRI-O to load it (systemctl restart crio). For Kubernetes, this RuntimeClass selects it:");
+            println!("---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: {name}\nhandler: {name}");
+        }
         Engine::Lxc => println!(
             "containers made from it get gpurun's hooks (for an existing one, run this with --config /var/lib/lxc/NAME/config); \
              then: lxc.environment = NVIDIA_VISIBLE_DEVICES=0 in its config"
@@ -345,6 +357,16 @@ fn write_multi_tenant(args: &SetupArgs) -> Result<()> {
         ),
     }
     Ok(())
+}
+
+/// The CDI spec directories gpurun reads, for CRI-O's `cdi_spec_dirs`.
+fn crio_spec_dirs() -> Result<Vec<String>> {
+    let policy = crate::runtime::driver_paths::request_policy()?;
+    Ok(policy
+        .spec_dirs
+        .iter()
+        .map(|d| d.to_string_lossy().into_owned())
+        .collect())
 }
 
 /// The driver locations gpurun's flags, environment or config files give
