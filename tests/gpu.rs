@@ -1339,3 +1339,93 @@ fn a_musl_image_finds_the_driver_libraries() {
         }
     }
 }
+
+/// Every NVIDIA node the container holds (top-level, MIG caps, IMEX
+/// channels), then nvidia-smi's exit.
+const ALL_NVIDIA_NODES: &str = "for n in /dev/nvidia* /dev/nvidia-caps/* /dev/nvidia-caps-imex-channels/*; do \
+                                [ -c \"$n\" ] && echo \"$n\"; done; nvidia-smi >/dev/null 2>&1; echo smi=$?";
+
+/// `management.nvidia.com/gpu=all`, as the GPU Operator's own pods ask
+/// for it in CDI mode with its toolkit off: every GPU, the control nodes
+/// (modeset and uvm-tools too), the IMEX channels, not GDS's or NVSwitch's
+/// nodes (gated devices of their own), and the utility libraries
+/// (nvidia-smi's 9). On a shared node an unprivileged container is refused
+/// in one line and nothing is made; a privileged one gets it. A name other
+/// than `all` is refused.
+#[test]
+fn the_management_device_gets_every_node_and_a_tenant_is_refused_it() {
+    require_root!();
+    let management = |c: &mut serde_json::Value| {
+        c["process"]["args"] = json!(["sh", "-c", ALL_NVIDIA_NODES]);
+        c["annotations"] = json!({"cdi.k8s.io/mgmt": "management.nvidia.com/gpu=all"});
+    };
+    let want = [
+        "/dev/nvidia-modeset",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+        "/dev/nvidia0",
+        "/dev/nvidia1",
+        "/dev/nvidiactl",
+        "/dev/nvidia-caps-imex-channels/channel0",
+        "/dev/nvidia-caps-imex-channels/channel1",
+        "smi=9",
+    ];
+    let privileged = |c: &mut serde_json::Value| {
+        c["process"]["capabilities"]["bounding"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("CAP_SYS_ADMIN"));
+    };
+    for who in As::both() {
+        let (out, _) = run_with_config(&who, "", &[], management);
+        assert_eq!(lines(&out), want, "{who:?}: {}", out.stderr);
+        // A tenant on a shared node.
+        let (out, _) = run_with_config(&who, STRICT, &[], management);
+        assert_eq!(out.code, 1, "{who:?}: {}", out.stdout);
+        assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains("management.nvidia.com/gpu=all: refused in an unprivileged container"),
+            "{}",
+            out.stderr
+        );
+        // The operator's privileged pod on the same node.
+        let (out, _) = run_with_config(&who, STRICT, &[], |c| {
+            management(c);
+            privileged(c);
+        });
+        assert_eq!(lines(&out), want, "{who:?} privileged: {}", out.stderr);
+    }
+    // `gpu cdi` writes the same node set as the management spec's one device.
+    let out = Runtime::new().run(GpuFixtures::get().args(&[
+        "gpu",
+        "cdi",
+        "--kind",
+        "management.nvidia.com/gpu",
+    ]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let spec: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(spec["kind"], "management.nvidia.com/gpu");
+    assert_eq!(spec["devices"].as_array().unwrap().len(), 1);
+    assert_eq!(spec["devices"][0]["name"], "all");
+    let mut paths: Vec<&str> = spec["devices"][0]["containerEdits"]["deviceNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    paths.sort();
+    let mut nodes: Vec<&str> = want[..want.len() - 1].to_vec();
+    nodes.sort();
+    assert_eq!(paths, nodes);
+    let (out, _) = run_with_config(&As::Root, "", &[], |c| {
+        management(c);
+        c["annotations"] = json!({"cdi.k8s.io/mgmt": "management.nvidia.com/gpu=0"});
+    });
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("has one device, \"all\""),
+        "{}",
+        out.stderr
+    );
+}

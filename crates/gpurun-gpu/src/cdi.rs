@@ -171,6 +171,24 @@ pub fn spec(inv: &Inventory, hooks: &HookProgram) -> Value {
     })
 }
 
+/// The management spec (`--kind management.nvidia.com/gpu`), as the
+/// toolkit writes it for the GPU Operator's own pods: one device, "all",
+/// with every node `plan::management_nodes` names, and the driver's files
+/// and hooks of the GPU spec as its common edits.
+pub fn management_spec(inv: &Inventory, hooks: &HookProgram) -> Value {
+    let mut spec = spec(inv, hooks);
+    spec["kind"] = json!(crate::request::MANAGEMENT_KIND);
+    if let Some(edits) = spec["containerEdits"].as_object_mut() {
+        edits.remove("deviceNodes");
+    }
+    let nodes: Vec<Value> = crate::plan::management_nodes(inv)
+        .iter()
+        .map(node)
+        .collect();
+    spec["devices"] = json!([{ "name": "all", "containerEdits": { "deviceNodes": nodes } }]);
+    spec
+}
+
 /// One device per GPU index and UUID, plus "all".
 fn gpu_devices(inv: &Inventory) -> Vec<Value> {
     let mut devices = Vec::new();

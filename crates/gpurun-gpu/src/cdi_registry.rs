@@ -133,7 +133,8 @@ impl Registry {
 
     /// Which of `names` (qualified CDI names) a spec defines. A name no
     /// spec defines is left to gpurun's own NVIDIA devices when its vendor
-    /// is `nvidia.com`, as the toolkit's just-in-time mode makes them; any
+    /// is `nvidia.com` (or it is the management device), as the toolkit's
+    /// just-in-time mode makes them; any
     /// other is an error naming the directories. A spec that did not load
     /// and may define one of the names' kinds is an error naming the file.
     pub fn resolve(&self, names: &[String]) -> Result<Vec<Resolved>> {
@@ -166,7 +167,8 @@ impl Registry {
                         edits: defined.device.edits(),
                     })
                 }
-                None if name.starts_with("nvidia.com/") => {}
+                None if name.starts_with("nvidia.com/")
+                    || name.starts_with(crate::request::MANAGEMENT_KIND) => {}
                 None => bail!(
                     "CDI device {name}: no CDI spec in {} defines it; install the vendor's spec there, or set spec-dirs in gpurun's config",
                     self.dirs_shown()

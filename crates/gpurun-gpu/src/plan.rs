@@ -461,6 +461,9 @@ fn device_nodes(
             ),
         }
     }
+    if req.management {
+        nodes.extend(management_nodes(inv));
+    }
     nodes.extend(mig_nodes(inv, &req.devices));
     nodes.extend(mig_control_nodes(inv, req)?);
     if let Some(channels) = &req.imex_channels {
@@ -472,6 +475,33 @@ fn device_nodes(
     nodes.sort();
     nodes.dedup();
     Ok(nodes)
+}
+
+/// The management device's nodes, as the toolkit's management spec has
+/// them: every top-level /dev/nvidia* node but GDS's, NVSwitch's and
+/// NVLink's (gated devices of their own), every /dev/nvidia-caps/nvidia-cap*
+/// node (MIG config and monitor among them), and the IMEX channels.
+pub fn management_nodes(inv: &Inventory) -> Vec<DeviceNode> {
+    let blocked = ["nvidia-fs", "nvidia-nvswitch", "nvidia-nvlink"];
+    let top_level = |n: &&DeviceNode| {
+        n.path
+            .strip_prefix("/dev/")
+            .is_some_and(|name| !name.contains('/') && !blocked.iter().any(|b| name.starts_with(b)))
+    };
+    let caps = |n: &&DeviceNode| n.path.starts_with("/dev/nvidia-caps/nvidia-cap");
+    let gpus = inv.gpus.iter().filter_map(|g| g.node.as_ref());
+    let mut nodes: Vec<DeviceNode> = inv
+        .control_nodes
+        .iter()
+        .chain(gpus)
+        .filter(top_level)
+        .chain(inv.other_nodes.iter().filter(caps))
+        .chain(inv.imex_channels())
+        .cloned()
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
 }
 
 /// The MIG config and monitor capability nodes asked for.

@@ -49,6 +49,9 @@ pub struct Request {
     /// `device-node-groups = false`: no node's group is given to the
     /// process.
     pub device_groups_disabled: bool,
+    /// `management.nvidia.com/gpu=all`: every GPU and every NVIDIA node
+    /// (the GPU Operator's own pods: DCGM, feature discovery, MIG manager).
+    pub management: bool,
     /// CDI devices a spec in the spec directories defines: their edits
     /// are applied as the spec writes them, and they are not in `devices`.
     pub cdi_devices: Vec<Resolved>,
@@ -232,6 +235,7 @@ fn read(
     let devices = winning_devices(&asked, &policy, privileged, &mut verdicts)?;
     let cdi_devices = resolve_cdi(&devices, &policy.spec_dirs)?;
     let (devices, mut imex, mut gated) = split_cdi_kinds(devices, &cdi_devices)?;
+    let (devices, management) = take_management(devices, &policy, privileged)?;
     let gpu_request = devices != DeviceSelection::Void;
     let env_counts = privileged || policy.accept_envvar_unprivileged;
     add_imex(
@@ -244,7 +248,12 @@ fn read(
     )?;
     add_gated_env(&mut gated, &asked.env, gpu_request, &mut verdicts);
     let env = &asked.env;
-    let capabilities = caps::parse(env.get("NVIDIA_DRIVER_CAPABILITIES").map(String::as_str))?;
+    let mut capabilities = caps::parse(env.get("NVIDIA_DRIVER_CAPABILITIES").map(String::as_str))?;
+    if management {
+        // The management libraries: NVML and the rest of utility, and
+        // compute's (the toolkit's management spec mounts the driver's).
+        capabilities.extend([Capability::Utility, Capability::Compute]);
+    }
     let (require_disabled, requirements) = requirements(env)?;
     let mig = |var| mig_request(env, var, gpu_request && !privileged);
     Ok(Request {
@@ -262,6 +271,7 @@ fn read(
         gated,
         cuda_compat_disabled: policy.cuda_compat_mode == CudaCompatMode::Disabled,
         device_groups_disabled: !policy.device_node_groups,
+        management,
         cdi_devices,
     })
 }
@@ -480,6 +490,44 @@ fn split_cdi_kinds(
         DeviceSelection::List(rest)
     };
     Ok((devices, imex, gated))
+}
+
+/// The CDI kind of NVIDIA's management device, for the GPU Operator's own
+/// pods.
+pub const MANAGEMENT_KIND: &str = "management.nvidia.com/gpu";
+
+/// The list without `management.nvidia.com/gpu=all`, and whether it was
+/// there (then every GPU). On a shared node (the env not accepted from an
+/// unprivileged container) only a privileged container may ask for it:
+/// it holds every tenant's GPU and the node-wide MIG controls.
+fn take_management(
+    devices: DeviceSelection,
+    policy: &RequestPolicy,
+    privileged: bool,
+) -> Result<(DeviceSelection, bool)> {
+    let DeviceSelection::List(list) = devices else {
+        return Ok((devices, false));
+    };
+    let (ours, rest): (Vec<DeviceRef>, Vec<DeviceRef>) = list
+        .into_iter()
+        .partition(|d| matches!(d, DeviceRef::Cdi { kind, .. } if kind == MANAGEMENT_KIND));
+    if ours.is_empty() {
+        return Ok((DeviceSelection::List(rest), false));
+    }
+    if let Some(DeviceRef::Cdi { name, .. }) = ours
+        .iter()
+        .find(|d| d.to_string() != format!("{MANAGEMENT_KIND}=all"))
+    {
+        anyhow::bail!(
+            "CDI device {MANAGEMENT_KIND}={name}: {MANAGEMENT_KIND} has one device, \"all\""
+        );
+    }
+    if !privileged && !policy.accept_envvar_unprivileged {
+        anyhow::bail!(
+            "CDI device {MANAGEMENT_KIND}=all: refused in an unprivileged container on a shared node (it holds every GPU and the node-wide MIG controls); run it privileged (CAP_SYS_ADMIN), or ask for nvidia.com/gpu devices"
+        );
+    }
+    Ok((DeviceSelection::All, true))
 }
 
 /// IMEX channels by volume mount (when accepted) or env, as the toolkit's

@@ -239,8 +239,10 @@ pub enum GpuCommand {
         /// Write to this file instead of stdout
         #[arg(long, short)]
         output: Option<PathBuf>,
-        /// The CDI kind: nvidia.com/gpu (GPUs and the driver), or
-        /// nvidia.com/imex-channel (the host's IMEX channels)
+        /// The CDI kind: nvidia.com/gpu (GPUs and the driver),
+        /// nvidia.com/imex-channel (the host's IMEX channels), or
+        /// management.nvidia.com/gpu (every node, for the GPU Operator's
+        /// own pods)
         #[arg(long, default_value = "nvidia.com/gpu")]
         kind: String,
         /// The program the spec's hooks name: gpurun (this binary, as

@@ -124,10 +124,12 @@ fn cdi_spec(
     let mut spec = match kind {
         cdi::KIND => cdi::spec(&inv, &hooks),
         cdi::IMEX_KIND => cdi::imex_spec(&inv)?,
+        request::MANAGEMENT_KIND => cdi::management_spec(&inv, &hooks),
         other => anyhow::bail!(
-            "--kind {other:?}: gpurun writes {} and {}",
+            "--kind {other:?}: gpurun writes {}, {} and {}",
             cdi::KIND,
-            cdi::IMEX_KIND
+            cdi::IMEX_KIND,
+            request::MANAGEMENT_KIND
         ),
     };
     if driver_paths::request_policy()?.device_node_groups {
