@@ -1429,3 +1429,49 @@ fn the_management_device_gets_every_node_and_a_tenant_is_refused_it() {
         out.stderr
     );
 }
+
+/// The OpenCL ICD loader's vendor file, which toolkit 1.19 mounts: on a
+/// host that has `/etc/OpenCL/vendors/nvidia.icd` (Debian's
+/// nvidia-opencl-common; the fake host's driver root copied by hard links,
+/// with the file added), a compute container gets it at the same path,
+/// read-only; a utility-only one does not.
+#[test]
+fn the_opencl_icd_comes_with_compute() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    let scratch = Scratch::new("opencl");
+    let driver = scratch.path().join("driver");
+    let script = format!(
+        "set -e; cp -al {src} {dst}; mkdir -p {dst}/etc/OpenCL/vendors; \
+         echo libnvidia-opencl.so.1 > {dst}/etc/OpenCL/vendors/nvidia.icd",
+        src = fixtures.dir.join("host/driver").display(),
+        dst = driver.display()
+    );
+    let out = run_cmd(Command::new("sh").arg("-c").arg(script), TIMEOUT);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut flags = fixtures.flags();
+    let at = flags.iter().position(|f| f == "--driver-root").unwrap();
+    flags[at + 1] = driver.to_string_lossy().into_owned();
+    let probe = "cat /etc/OpenCL/vendors/nvidia.icd 2>/dev/null || echo none; \
+                 grep ' /etc/OpenCL/vendors/nvidia.icd ' /proc/self/mountinfo | grep -c ' ro,'";
+    for (caps, want) in [
+        ("compute,utility", ["libnvidia-opencl.so.1", "1"]),
+        ("utility", ["none", "0"]),
+    ] {
+        let bundle = Bundle::glibc(None);
+        bundle.set_process(
+            &["sh", "-c", probe],
+            &[
+                "NVIDIA_VISIBLE_DEVICES=0",
+                &format!("NVIDIA_DRIVER_CAPABILITIES={caps}"),
+            ],
+        );
+        let rt = Runtime::new();
+        let dir = bundle.dir.to_string_lossy().into_owned();
+        let mut args = flags.clone();
+        args.extend(["run", "--bundle", &dir, &unique("opencl")].map(String::from));
+        let out = rt.run(&args);
+        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+        assert_eq!(lines(&out), want, "{caps}: {}", out.stderr);
+    }
+}

@@ -81,6 +81,10 @@ pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
             "libnvidia-pkcs11.so",
             "libnvidia-pkcs11-openssl3.so",
             "libnvidia-gpucomp.so",
+            // Toolkit 1.19 and 1.20 mount these of newer drivers (CUDA
+            // Tile IR, the NVVM 7.0 compiler).
+            "libnvidia-tileiras.so",
+            "libnvidia-nvvm70.so",
         ],
         Capability::Video => &[
             "libvdpau_nvidia.so",
@@ -108,6 +112,8 @@ pub fn libraries_for(cap: Capability) -> &'static [&'static str] {
             // it eglInitialize fails in a graphics-only container
             // (seen on an H200 with 580).
             "libnvidia-gpucomp.so",
+            // Vulkan SC's core (toolkit 1.19).
+            "libnvidia-vksc-core.so",
         ],
         Capability::Display => &["libnvidia-wayland-client.so"],
         Capability::Ngx => &["libnvidia-ngx.so"],
@@ -138,11 +144,17 @@ pub fn binaries_for(cap: Capability) -> &'static [&'static str] {
 /// `/usr/share` (or `/etc`), where glvnd and the Vulkan loader look. The
 /// architecture's own Vulkan ICD file is added by `config_files`.
 const CONFIG_FILES: &[(Capability, &str)] = &[
+    // The OpenCL ICD loader's vendor file (/etc/OpenCL/vendors).
+    (Capability::Compute, "OpenCL/vendors/nvidia.icd"),
     (Capability::Graphics, "glvnd/egl_vendor.d/10_nvidia.json"),
     (Capability::Graphics, "vulkan/icd.d/nvidia_icd.json"),
     (
         Capability::Graphics,
         "vulkan/implicit_layer.d/nvidia_layers.json",
+    ),
+    (
+        Capability::Graphics,
+        "egl/egl_external_platform.d/09_nvidia_wayland2.json",
     ),
     (
         Capability::Graphics,
@@ -674,6 +686,69 @@ mod tests {
             .flatten()
             .map(|f| f.path_in_root.to_string_lossy().into_owned())
             .collect()
+    }
+
+    /// The files toolkit 1.19 and 1.20 added, each under its capability;
+    /// the OpenCL ICD from /etc goes to /etc in the container.
+    #[test]
+    fn newer_drivers_files_land_under_their_capabilities() {
+        let base = std::env::temp_dir().join(format!("newer-files-{}", std::process::id()));
+        let lib = base.join("usr/lib/x86_64-linux-gnu");
+        fs::create_dir_all(&lib).unwrap();
+        for name in [
+            "libcuda.so.580.95.05",
+            "libnvidia-tileiras.so.580.95.05",
+            "libnvidia-nvvm70.so.580.95.05",
+            "libnvidia-vksc-core.so.580.95.05",
+        ] {
+            fs::write(lib.join(name), elf_header(X86_64.elf_machine)).unwrap();
+        }
+        let icd = base.join("etc/OpenCL/vendors");
+        fs::create_dir_all(&icd).unwrap();
+        fs::write(icd.join("nvidia.icd"), "libnvidia-opencl.so.1\n").unwrap();
+        let egl = base.join("usr/share/egl/egl_external_platform.d");
+        fs::create_dir_all(&egl).unwrap();
+        fs::write(egl.join("09_nvidia_wayland2.json"), "{}").unwrap();
+        let root = Rootfs::open(&base).unwrap();
+        let mut looked = Looked::default();
+        let dirs = LibraryDirs {
+            lib64: vec![PathBuf::from("/usr/lib/x86_64-linux-gnu")],
+            lib32: Vec::new(),
+        };
+        let files = scan(&root, "580.95.05", &dirs, &mut looked, &X86_64);
+        let mut compute = found(&files, Capability::Compute);
+        compute.sort();
+        assert_eq!(
+            compute,
+            [
+                "etc/OpenCL/vendors/nvidia.icd",
+                "usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05",
+                "usr/lib/x86_64-linux-gnu/libnvidia-nvvm70.so.580.95.05",
+                "usr/lib/x86_64-linux-gnu/libnvidia-tileiras.so.580.95.05",
+            ]
+        );
+        let icd_file = files.files[&Capability::Compute]
+            .iter()
+            .find(|f| f.path_in_root.ends_with("nvidia.icd"))
+            .unwrap();
+        assert_eq!(
+            icd_file.container_path.as_deref(),
+            Some(Path::new("/etc/OpenCL/vendors/nvidia.icd"))
+        );
+        let graphics = found(&files, Capability::Graphics);
+        assert!(
+            graphics
+                .contains(&"usr/lib/x86_64-linux-gnu/libnvidia-vksc-core.so.580.95.05".to_owned()),
+            "{graphics:?}"
+        );
+        assert!(
+            graphics.contains(
+                &"usr/share/egl/egl_external_platform.d/09_nvidia_wayland2.json".to_owned()
+            ),
+            "{graphics:?}"
+        );
+        assert!(found(&files, Capability::Utility).is_empty());
+        fs::remove_dir_all(base).unwrap();
     }
 
     #[test]
