@@ -39,6 +39,16 @@
 # 9p root needs; qemu-system-x86 is installed if missing. Software
 # emulation (TCG): nested KVM does not boot stock kernels on these VMs.
 set -eu
+# A root tree to remove, perhaps one an interrupted mmdebstrap left with
+# the host's proc, sys or dev still mounted in it: those mounts come off
+# first, and rm stays on the tree's own filesystem, so it never reaches a
+# host file through them.
+remove_tree() { # DIR
+  [ -e "$1" ] || return 0
+  awk -v t="$1/" 'index($2, t) == 1 {print $2}' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  rm -rf --one-file-system "$1"
+}
 mem=6144
 limit=2400
 systemd="" suite=bookworm arch=amd64 root=""
@@ -212,7 +222,7 @@ systemd_image() {
   if [ ! -f "$image" ]; then
     command -v mmdebstrap >/dev/null || apt-get install -y -qq mmdebstrap >/dev/null
     tree="$cache/systemd-root.tmp"
-    rm -rf "$tree"
+    remove_tree "$tree"
     # shellcheck disable=SC2086
     mmdebstrap --quiet --variant=minbase ${opts:+--aptopt="$opts"} --include="$packages" \
       "$suite" "$tree" $mirror >&2
@@ -244,7 +254,7 @@ UNIT
     # An image whose package list changed replaces its earlier version.
     [ "$suite" = bookworm ] || rm -f "$cache/systemd-$suite-"*.img
     mv "$image.tmp" "$image"
-    rm -rf "$tree"
+    remove_tree "$tree"
   fi
   echo "$image"
 }
