@@ -506,6 +506,22 @@ fn a_usage_error_is_one_gpurun_error_line_with_its_usage() {
         assert!(lines[0].contains(names), "{}", lines[0]);
         assert!(lines[0].contains("usage: gpurun"), "{}", lines[0]);
     }
+    // A bad --gpus is named as the flag (it was named NVIDIA_VISIBLE_DEVICES,
+    // which the user never wrote), with what it takes.
+    let out = run_cmd(
+        std::process::Command::new(gpurun_bin()).args(["run", "--gpus", "foo", "x"]),
+        TIMEOUT,
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.starts_with("gpurun: error: ")
+            && out.stderr.contains("'--gpus <GPUS>'")
+            && out.stderr.contains("give all, none")
+            && !out.stderr.contains("NVIDIA_VISIBLE_DEVICES"),
+        "{}",
+        out.stderr
+    );
     // Help is still help, on stdout, exit 0.
     let out = run_cmd(
         std::process::Command::new(gpurun_bin()).args(["kill", "--help"]),
@@ -513,4 +529,29 @@ fn a_usage_error_is_one_gpurun_error_line_with_its_usage() {
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("Usage: gpurun kill"), "{}", out.stdout);
+}
+
+/// A container the state root does not hold: one line naming the root,
+/// and the `list` command that shows that root (with the user's `--root`;
+/// the bare `gpurun list` would show another one).
+#[test]
+fn a_missing_container_names_the_list_of_its_own_root() {
+    let rt = Runtime::new();
+    let root = rt.root.to_string_lossy().into_owned();
+    for args in [
+        &["state", "nope"][..],
+        &["kill", "nope", "KILL"][..],
+        &["delete", "nope"][..],
+    ] {
+        let out = rt.run(args);
+        assert_eq!(out.code, 1, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains(&format!(
+                "container \"nope\" does not exist in {root}: see \"gpurun --root {root} list\""
+            )),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
 }

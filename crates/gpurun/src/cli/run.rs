@@ -39,7 +39,7 @@ pub struct RunArgs {
 
     /// GPUs for the container: all, none, indexes (0,1) or UUIDs; the same
     /// as setting NVIDIA_VISIBLE_DEVICES in config.json
-    #[arg(long)]
+    #[arg(long, value_parser = gpu_list)]
     pub gpus: Option<String>,
     /// Driver capabilities (NVIDIA_DRIVER_CAPABILITIES), e.g. compute,utility
     #[arg(long)]
@@ -76,6 +76,17 @@ pub struct RunArgs {
     /// With --rootfs: the command and its arguments, after `--`
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `--gpus`, checked as NVIDIA_VISIBLE_DEVICES is, named as the flag.
+fn gpu_list(value: &str) -> Result<String, String> {
+    gpurun_gpu::devlist::parse(Some(value))
+        .map(|_| value.to_owned())
+        .map_err(|e| {
+            let why = e.to_string();
+            let why = why.strip_prefix("NVIDIA_VISIBLE_DEVICES: ").unwrap_or(&why);
+            format!("{why}; give all, none, indexes (0,1), GPU-<uuid>, MIG devices or CDI names")
+        })
 }
 
 impl RunArgs {

@@ -254,8 +254,9 @@ pub fn hold_id(root: &Path, id: &str) -> Result<HeldId> {
                 end_create(id, &dir, cgroup.as_deref(), false);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-                "container {id:?} does not exist in {}: see \"gpurun list\"",
-                root.display()
+                "container {id:?} does not exist in {}: see \"{}\"",
+                root.display(),
+                crate::runtime::state_dir::list_command(root)
             ),
             Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
         }
@@ -372,8 +373,9 @@ pub fn load(root: &Path, id: &str) -> Result<Container> {
     let dir = state_dir(root, id);
     if !dir.join("state.json").exists() {
         bail!(
-            "container {id:?} does not exist in {}: see \"gpurun list\"",
-            root.display()
+            "container {id:?} does not exist in {}: see \"{}\"",
+            root.display(),
+            crate::runtime::state_dir::list_command(root)
         );
     }
     Container::load(dir).with_context(|| format!("read the state of container {id:?}"))

@@ -7,6 +7,27 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+/// The root with no `--root`, where it is a fixed path (not a batch job's
+/// private one); nothing is made.
+pub fn default_root() -> Option<PathBuf> {
+    if crate::runtime::privilege::is_host_root() {
+        return Some(PathBuf::from("/run/gpurun"));
+    }
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|dir| !dir.is_empty())
+        .map(|dir| PathBuf::from(dir).join("gpurun"))
+}
+
+/// The `list` command that shows `root`'s containers: `--root` named
+/// where it is not the default.
+pub fn list_command(root: &Path) -> String {
+    if default_root().as_deref() == Some(root) {
+        "gpurun list".to_owned()
+    } else {
+        format!("gpurun --root {} list", root.display())
+    }
+}
+
 /// `makes_containers`: the command may make the root where it is missing.
 pub fn resolve(flag: Option<&Path>, makes_containers: bool) -> Result<PathBuf> {
     let root = match flag {
