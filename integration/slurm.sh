@@ -188,6 +188,9 @@ case "$out" in
   *"GPU 0 is not allocated to Slurm job"*rc=*) check "user: a GPU outside the allocation is refused" refused refused ;;
   *) check "user: a GPU outside the allocation is refused" refused "$out" ;;
 esac
+# gpu verify expects what the step's container is given: GPU 1 alone.
+out=$(as_user srun --quiet --gres=gpu:1 "$gpurun" $roots gpu verify --gpus all 2>&1)
+check_contains "user: gpu verify in a step given GPU 1 expects that one" "requested:  all -> 1 GPU(s)" "$out"
 [ -n "$held" ] && scancel "$held"
 wait "$holder" || true
 

@@ -230,7 +230,7 @@ fn check_process(spec: &Spec, rootfs: &Path) -> Result<()> {
 
 /// Under `srun --container` slurmstepd starts the runtime in the step's
 /// cgroup with slurmd's environment, not the step's.
-fn slurm_step_we_run_in() -> Option<StepCgroup> {
+pub fn slurm_step_we_run_in() -> Option<StepCgroup> {
     if std::env::var_os("SLURM_JOB_ID").is_some() {
         return None;
     }

@@ -6,7 +6,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use gpurun_gpu::{flow, plan, Platform};
+use gpurun_gpu::{flow, Platform};
 use libcontainer::oci_spec::runtime::Spec;
 
 use crate::runtime::launch::{self, LaunchArgs};
@@ -66,6 +66,13 @@ fn minimal_rootfs(dir: &Path) -> Result<()> {
 }
 
 fn write_spec(bundle: &Path, rootfs: &Path, args: &[&str], gpus: &str) -> Result<()> {
+    let spec = verify_spec(rootfs, args, gpus)?;
+    fs::write(bundle.join("config.json"), serde_json::to_vec(&spec)?)?;
+    Ok(())
+}
+
+/// The throwaway container's config: `args` with `gpus` and utility.
+fn verify_spec(rootfs: &Path, args: &[&str], gpus: &str) -> Result<Spec> {
     let mut spec = if nix::unistd::geteuid().is_root() {
         Spec::default()
     } else {
@@ -84,8 +91,34 @@ fn write_spec(bundle: &Path, rootfs: &Path, args: &[&str], gpus: &str) -> Result
         "NVIDIA_DRIVER_CAPABILITIES=utility",
     ]);
     spec = serde_json::from_value(value)?;
-    fs::write(bundle.join("config.json"), serde_json::to_vec(&spec)?)?;
-    Ok(())
+    Ok(spec)
+}
+
+/// The GPUs the container should list, from the decision its create makes
+/// (`flow::decide`: a Slurm job's or step's allocation, the config): what
+/// verify compares with is what the launched container is given.
+fn expected_gpus(ctx: &Ctx, rootfs: &Path, gpus: &str) -> Result<Vec<String>> {
+    let mut spec = verify_spec(rootfs, &["nvidia-smi", "-L"], gpus)?;
+    let slurm_step = crate::runtime::prepare::slurm_step_we_run_in();
+    let store = ctx.root.join(flow::CACHE_DIR);
+    let around = flow::Surroundings {
+        gpus_flag: false,
+        slurm_gpus_by_default: false,
+        slurm_step: slurm_step.as_ref(),
+        rootfs,
+        cache_dir: Some(&store),
+    };
+    let roots = driver_paths::resolve(&ctx.settings)?;
+    let decision = flow::decide(
+        &mut spec,
+        || Ok(roots),
+        driver_paths::request_policy,
+        &around,
+    )?;
+    Ok(match decision {
+        flow::Decision::Planned { plan, .. } => plan.gpus.iter().map(|g| g.uuid.clone()).collect(),
+        _ => Vec::new(),
+    })
 }
 
 /// UUIDs in `nvidia-smi -L` lines: "GPU 0: NVIDIA H100 (UUID: GPU-…)".
@@ -161,16 +194,12 @@ pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<Verifica
     crate::runtime::seal::ensure_sealed()?;
     let roots = driver_paths::resolve(&ctx.settings)?;
     let inv = flow::inventory(&roots, Some(&ctx.root.join(flow::CACHE_DIR)))?;
-    let selection = gpurun_gpu::devlist::parse(Some(gpus))?;
-    let expected: Vec<String> = plan::select_gpus(&inv, &selection)?
-        .iter()
-        .map(|g| g.uuid.clone())
-        .collect();
+    gpurun_gpu::devlist::parse(Some(gpus))?;
 
     let work = ctx.root.join(format!("verify@{}", std::process::id()));
     let _ = fs::remove_dir_all(&work);
     fs::create_dir_all(&work)?;
-    let result = (|| -> Result<(i32, String)> {
+    let result = (|| -> Result<(Vec<String>, i32, String)> {
         let rootfs = match rootfs {
             Some(dir) => {
                 fs::canonicalize(&dir).with_context(|| format!("--rootfs {}", dir.display()))?
@@ -181,15 +210,17 @@ pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<Verifica
                 dir
             }
         };
+        let expected = expected_gpus(ctx, &rootfs, gpus)?;
         let (code, output) = run_smi(ctx, &work, &rootfs, &["nvidia-smi", "-L"], gpus, 1)?;
         if code == 2 {
             // An nvidia-smi without -L.
-            return run_smi(ctx, &work, &rootfs, &["nvidia-smi"], gpus, 2);
+            let (code, output) = run_smi(ctx, &work, &rootfs, &["nvidia-smi"], gpus, 2)?;
+            return Ok((expected, code, output));
         }
-        Ok((code, output))
+        Ok((expected, code, output))
     })();
     let _ = fs::remove_dir_all(&work);
-    let (code, output) = result?;
+    let (expected, code, output) = result?;
     Ok(Verification {
         driver_version: inv.driver_version.clone(),
         host: inv.gpus.iter().map(|g| g.uuid.clone()).collect(),
