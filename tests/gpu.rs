@@ -1430,6 +1430,27 @@ fn the_management_device_gets_every_node_and_a_tenant_is_refused_it() {
     );
 }
 
+/// The fake host's flags with its driver root replaced by a copy (hard
+/// links) in `scratch`, changed by the shell snippet `then` (run with the
+/// copy as `$D`).
+fn linked_driver_root(scratch: &Scratch, then: &str) -> Vec<String> {
+    let fixtures = GpuFixtures::get();
+    let driver = scratch.path().join("driver");
+    let out = run_cmd(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("set -e; cp -al \"$S\" \"$D\"; {then}"))
+            .env("S", fixtures.dir.join("host/driver"))
+            .env("D", &driver),
+        TIMEOUT,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut flags = fixtures.flags();
+    let at = flags.iter().position(|f| f == "--driver-root").unwrap();
+    flags[at + 1] = driver.to_string_lossy().into_owned();
+    flags
+}
+
 /// The OpenCL ICD loader's vendor file, which toolkit 1.19 mounts: on a
 /// host that has `/etc/OpenCL/vendors/nvidia.icd` (Debian's
 /// nvidia-opencl-common; the fake host's driver root copied by hard links,
@@ -1438,20 +1459,11 @@ fn the_management_device_gets_every_node_and_a_tenant_is_refused_it() {
 #[test]
 fn the_opencl_icd_comes_with_compute() {
     require_root!();
-    let fixtures = GpuFixtures::get();
     let scratch = Scratch::new("opencl");
-    let driver = scratch.path().join("driver");
-    let script = format!(
-        "set -e; cp -al {src} {dst}; mkdir -p {dst}/etc/OpenCL/vendors; \
-         echo libnvidia-opencl.so.1 > {dst}/etc/OpenCL/vendors/nvidia.icd",
-        src = fixtures.dir.join("host/driver").display(),
-        dst = driver.display()
+    let flags = linked_driver_root(
+        &scratch,
+        "mkdir -p \"$D/etc/OpenCL/vendors\"; echo libnvidia-opencl.so.1 > \"$D/etc/OpenCL/vendors/nvidia.icd\"",
     );
-    let out = run_cmd(Command::new("sh").arg("-c").arg(script), TIMEOUT);
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let mut flags = fixtures.flags();
-    let at = flags.iter().position(|f| f == "--driver-root").unwrap();
-    flags[at + 1] = driver.to_string_lossy().into_owned();
     let probe = "cat /etc/OpenCL/vendors/nvidia.icd 2>/dev/null || echo none; \
                  grep ' /etc/OpenCL/vendors/nvidia.icd ' /proc/self/mountinfo | grep -c ' ro,'";
     for (caps, want) in [
@@ -1473,5 +1485,50 @@ fn the_opencl_icd_comes_with_compute() {
         let out = rt.run(&args);
         assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
         assert_eq!(lines(&out), want, "{caps}: {}", out.stderr);
+    }
+}
+
+/// The host's default MPS pipe directory (/tmp/nvidia-mps, writable, the
+/// way to the host's default MPS server) comes with compute, as the toolkit
+/// mounts it; on a shared node an unprivileged container (its GPU given by
+/// the device plugin's volume mount) does not get it, and a privileged one
+/// does.
+#[test]
+fn a_tenant_on_a_shared_node_gets_no_host_mps_directory() {
+    require_root!();
+    let scratch = Scratch::new("mps");
+    let flags = linked_driver_root(&scratch, "mkdir -p \"$D/tmp/nvidia-mps\"");
+    let probe = "grep -c ' /tmp/nvidia-mps ' /proc/self/mountinfo";
+    let privileged = |c: &mut serde_json::Value| {
+        c["process"]["capabilities"]["bounding"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!("CAP_SYS_ADMIN"));
+    };
+    for (config, privileged_pod, want) in
+        [("", false, "1"), (STRICT, false, "0"), (STRICT, true, "1")]
+    {
+        let bundle = Bundle::glibc(None);
+        bundle.set_process(&["sh", "-c", probe], &["NVIDIA_VISIBLE_DEVICES=0"]);
+        bundle.edit(allocate("0"));
+        if privileged_pod {
+            bundle.edit(privileged);
+        }
+        let config_file = bundle.dir.join("gpurun.toml");
+        fs::write(&config_file, config).unwrap();
+        let rt = Runtime::new();
+        let dir = bundle.dir.to_string_lossy().into_owned();
+        let mut args = flags.clone();
+        args.extend(["run", "--bundle", &dir, &unique("mps")].map(String::from));
+        let mut cmd = rt.command(&args);
+        cmd.env("GPURUN_CONFIG", &config_file);
+        let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
+        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+        assert_eq!(
+            out.stdout.trim(),
+            want,
+            "{config:?} privileged {privileged_pod}: {}",
+            out.stderr
+        );
     }
 }

@@ -524,6 +524,10 @@ fn scan_config_files(
     }
 }
 
+/// The MPS control daemon's default pipe directory, shared by every client
+/// of the host's default MPS server.
+pub const MPS_PIPE_DIR: &str = "/tmp/nvidia-mps";
+
 /// The persistence and fabric-manager daemons' sockets, and MPS's directory.
 fn scan_sockets(root: &Rootfs, looked: &mut Looked, out: &mut DriverFiles) {
     for (cap, rel, kind) in [
@@ -537,7 +541,7 @@ fn scan_sockets(root: &Rootfs, looked: &mut Looked, out: &mut DriverFiles) {
             "/run/nvidia-fabricmanager/socket",
             FileKind::Socket,
         ),
-        (Capability::Compute, "/tmp/nvidia-mps", FileKind::Directory),
+        (Capability::Compute, MPS_PIPE_DIR, FileKind::Directory),
     ] {
         looked.at(root, Path::new(rel));
         let Ok(found) = root.find(Path::new(rel), true) else {

@@ -332,6 +332,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
     let nodes = device_nodes(inv, req, &gpus, caps)?;
     let rootfs_handle = rootfs.and_then(|p| Rootfs::open(p).ok());
     let (mut mounts, mut ldcache_entries) = driver_mounts(inv, caps, rootfs_handle.as_ref());
+    withhold_node_wide(&mut mounts, req);
     if let Some(root) = &rootfs_handle {
         resolve_in_rootfs(root, &mut mounts);
     }
@@ -606,6 +607,24 @@ fn driver_mounts(
         }
     }
     (mounts, entries)
+}
+
+/// On a shared node an unprivileged container gets no node-wide directory:
+/// the host's default MPS pipe directory (writable, and every tenant's MPS
+/// clients' way to the host's default server). MPS sharing for a tenant
+/// comes from the device plugin's or DRA driver's own per-claim mounts.
+fn withhold_node_wide(mounts: &mut Vec<PlannedMount>, req: &Request) {
+    if !req.shared_node || req.privileged {
+        return;
+    }
+    let before = mounts.len();
+    mounts.retain(|m| m.destination != Path::new(crate::driver_files::MPS_PIPE_DIR));
+    if mounts.len() != before {
+        tracing::debug!(
+            "{} left out: the host's MPS pipe directory is not given to an unprivileged container on a shared node",
+            crate::driver_files::MPS_PIPE_DIR
+        );
+    }
 }
 
 /// Mount options of a driver file that is no library or program.

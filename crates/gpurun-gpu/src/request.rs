@@ -49,6 +49,10 @@ pub struct Request {
     /// `device-node-groups = false`: no node's group is given to the
     /// process.
     pub device_groups_disabled: bool,
+    /// A node shared by tenants (`accept-nvidia-visible-devices-envvar-when-unprivileged
+    /// = false`): what is the whole node's is withheld from an
+    /// unprivileged container.
+    pub shared_node: bool,
     /// `management.nvidia.com/gpu=all`: every GPU and every NVIDIA node
     /// (the GPU Operator's own pods: DCGM, feature discovery, MIG manager).
     pub management: bool,
@@ -272,6 +276,7 @@ fn read(
         cuda_compat_disabled: policy.cuda_compat_mode == CudaCompatMode::Disabled,
         device_groups_disabled: !policy.device_node_groups,
         management,
+        shared_node: !policy.accept_envvar_unprivileged,
         cdi_devices,
     })
 }
