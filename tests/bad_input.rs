@@ -555,3 +555,43 @@ fn a_missing_container_names_the_list_of_its_own_root() {
         );
     }
 }
+
+/// A directory that is no image, and a bundle directory that does not
+/// exist: one line naming the path and what to do.
+#[test]
+fn an_empty_image_dir_and_a_missing_bundle_are_named() {
+    let rt = Runtime::new();
+    let scratch = Scratch::new("not-an-image");
+    let empty = scratch.path().join("empty");
+    fs::create_dir(&empty).unwrap();
+    let out_dir = scratch.path().join("out");
+    let out = rt.run([
+        "import",
+        empty.to_str().unwrap(),
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "{} is not an image: it has no index.json",
+            empty.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(!out_dir.exists(), "import made {}", out_dir.display());
+    let missing = scratch.path().join("no-bundle");
+    let out = rt.run(["gpu", "plan", missing.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "the bundle directory {} does not exist: make it and write its config with \"gpurun spec --bundle {}\"",
+            missing.display(),
+            missing.display()
+        )),
+        "{}",
+        out.stderr
+    );
+}

@@ -672,3 +672,50 @@ fn an_nss_module_in_the_image_never_runs_in_the_runtime() {
     );
     assert!(rt.leftovers().is_empty());
 }
+
+/// A bundle whose config.json is a FIFO, a socket, a directory or a device
+/// (a symlink to /dev/zero): `run` and `create` end at once (runc 1.1.5
+/// blocks for ever on the FIFO) with one line naming the file and what it
+/// is, and nothing is left.
+#[test]
+fn a_config_json_that_is_no_file_is_refused_without_blocking() {
+    require_root!();
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 4] = [
+        ("a FIFO", |p| {
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap()
+        }),
+        ("a socket", |p| {
+            drop(std::os::unix::net::UnixListener::bind(p).unwrap());
+        }),
+        ("a directory", |p| fs::create_dir(p).unwrap()),
+        ("a device", |p| {
+            std::os::unix::fs::symlink("/dev/zero", p).unwrap()
+        }),
+    ];
+    for (kind, make) in cases {
+        let bundle = Bundle::busybox();
+        let config = bundle.dir.join("config.json");
+        fs::remove_file(&config).unwrap();
+        make(&config);
+        let rt = Runtime::new();
+        for command in ["run", "create"] {
+            let id = unique("config");
+            // rt.run's own limit ends a hang as a test failure.
+            let out = rt.run([command, "--bundle", bundle.dir.to_str().unwrap(), &id]);
+            assert_eq!(out.code, 1, "{kind} {command}: {}", out.stderr);
+            assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+            assert!(
+                out.stderr
+                    .contains(&format!("{} is {kind}, not a file", config.display())),
+                "{kind} {command}: {}",
+                out.stderr
+            );
+            assert!(
+                rt.leftovers().is_empty(),
+                "{kind}: left {:?}",
+                rt.leftovers()
+            );
+        }
+    }
+}

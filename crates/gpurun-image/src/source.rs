@@ -236,7 +236,14 @@ pub fn resolve(store: &Store, tag: Option<&str>) -> Result<Image> {
     if store.exists("manifest.json") {
         return resolve_docker_save(store);
     }
-    bail!("not an image: it has no index.json (OCI layout or archive) and no manifest.json (docker save archive)")
+    let at = match store {
+        Store::Dir(dir) => dir,
+        Store::Tar { file, .. } => file,
+    };
+    bail!(
+        "{} is not an image: it has no index.json (OCI layout or archive) and no manifest.json (docker save archive)",
+        at.display()
+    )
 }
 
 /// An OCI layout or archive: the tagged manifest (or the only one), through

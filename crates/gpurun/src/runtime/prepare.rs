@@ -23,17 +23,50 @@ use crate::runtime::{cgroup_path, containers, driver_paths, logging};
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
-/// Reads and checks `<bundle>/config.json`.
+/// Reads and checks `<bundle>/config.json`. Only a regular file is
+/// opened, and without blocking: a FIFO there would hang the engine's
+/// call for ever (runc 1.1.5 hangs), a device could act on its open.
 pub fn load_spec(bundle: &Path) -> Result<Spec> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let path = bundle.join("config.json");
-    let file = match fs::File::open(&path) {
-        Ok(file) => file,
+    let meta = match fs::metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !bundle.is_dir() => bail!(
+            "the bundle directory {} does not exist: make it and write its config with \"gpurun spec --bundle {}\"",
+            bundle.display(),
+            bundle.display()
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
             "no config.json in bundle {}: create one with \"gpurun spec\"",
             bundle.display()
         ),
         Err(e) => return Err(e).with_context(|| format!("open {}", path.display())),
     };
+    let not_a_file = |kind: &str| {
+        anyhow::anyhow!(
+            "{} is {kind}, not a file: the bundle's config must be a regular file (write one with \"gpurun spec\")",
+            path.display()
+        )
+    };
+    let kind_of = |t: fs::FileType| match () {
+        _ if t.is_dir() => Some("a directory"),
+        _ if t.is_fifo() => Some("a FIFO"),
+        _ if t.is_socket() => Some("a socket"),
+        _ if t.is_char_device() || t.is_block_device() => Some("a device"),
+        _ => None,
+    };
+    if let Some(kind) = kind_of(meta.file_type()) {
+        return Err(not_a_file(kind));
+    }
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)
+        .with_context(|| format!("open {}", path.display()))?;
+    // Swapped between the look and the open: looked at again.
+    if let Some(kind) = kind_of(file.metadata()?.file_type()) {
+        return Err(not_a_file(kind));
+    }
     let mut bytes = Vec::new();
     file.take(MAX_CONFIG_BYTES + 1)
         .read_to_end(&mut bytes)
