@@ -76,7 +76,15 @@ fn one_line_usage(rendered: &str) -> String {
             parts.push(line.to_owned());
         }
     }
-    let mut text = parts.join("; ");
+    // A part that ends in ':' introduces the next ("not provided:" then
+    // the arguments): joined by a space, not "; ".
+    let mut text = String::new();
+    for part in &parts {
+        if !text.is_empty() {
+            text.push_str(if text.ends_with(':') { " " } else { "; " });
+        }
+        text.push_str(part);
+    }
     if let Some(usage) = usage {
         text.push_str(&format!(" (usage: {usage}; see --help)"));
     }
@@ -224,6 +232,16 @@ mod tests {
             one_line_usage(rendered),
             "unexpected argument '--nope' found; a similar argument exists: '--no-pivot' \
              (usage: gpurun run --no-pivot [CONTAINER_ID]; see --help)"
+        );
+        // "not provided:" introduces what was missing, with no "; ".
+        let rendered = "error: the following required arguments were not provided:
+  --output <DIR>
+
+Usage: gpurun import --output <DIR> <IMAGE>
+";
+        assert_eq!(
+            one_line_usage(rendered),
+            "the following required arguments were not provided: --output <DIR> (usage: gpurun import --output <DIR> <IMAGE>; see --help)"
         );
     }
 }
