@@ -927,4 +927,35 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn the_management_device_is_every_gpu_and_only_privileged_on_a_shared_node() {
+        let asking = |bounding: serde_json::Value| {
+            spec(serde_json::json!({
+                "annotations": {"cdi.k8s.io/m": "management.nvidia.com/gpu=all"},
+                "bounding": bounding
+            }))
+        };
+        let r = from_spec(&asking(serde_json::json!([])), defaults).unwrap();
+        assert!(r.management);
+        assert_eq!(r.devices, DeviceSelection::All);
+        assert!(
+            r.capabilities.contains(&Capability::Utility)
+                && r.capabilities.contains(&Capability::Compute)
+        );
+        let err = from_spec(&asking(serde_json::json!([])), strict)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("refused in an unprivileged container on a shared node"),
+            "{err}"
+        );
+        let r = from_spec(&asking(serde_json::json!(["CAP_SYS_ADMIN"])), strict).unwrap();
+        assert!(r.management && r.shared_node && r.privileged);
+        let one = spec(
+            serde_json::json!({"annotations": {"cdi.k8s.io/m": "management.nvidia.com/gpu=0"}}),
+        );
+        let err = from_spec(&one, defaults).unwrap_err().to_string();
+        assert!(err.contains("has one device, \"all\""), "{err}");
+    }
 }
