@@ -1122,3 +1122,61 @@ fn wait_until_locked(flock: &mut std::process::Child, lock: &std::path::Path) {
     let _ = flock.kill();
     panic!("flock never took {}", lock.display());
 }
+
+/// While a create is under way (a createRuntime hook sleeping 2 s holds it
+/// after the state is first saved, before the init has a pid), `state` and
+/// `list` say "creating", not "stopped" (an engine would take that for a
+/// container that died), and a plain `delete` and a `kill` refuse it
+/// instead of taking down what the create is making. Once created, all is
+/// as usual.
+#[test]
+fn a_container_being_created_is_creating_and_not_deleted_under_its_create() {
+    require_root!();
+    let rt = Runtime::new();
+    let bundle = Bundle::busybox();
+    bundle.set_args(&["true"]);
+    bundle.edit(|c| {
+        c["hooks"] = json!({"createRuntime": [{"path": "/bin/sleep", "args": ["sleep", "2"]}]});
+    });
+    let id = unique("creating");
+    let mut create = rt
+        .command(["create", "--bundle", bundle.dir.to_str().unwrap(), &id])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = |rt: &Runtime| {
+        let out = rt.run(["state", &id]);
+        serde_json::from_str::<serde_json::Value>(&out.stdout)
+            .map(|v| v["status"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+    while status(&rt).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(status(&rt), "creating");
+    let listed = rt.run(["list"]);
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains(" creating ")),
+        "{}",
+        listed.stdout
+    );
+    let out = rt.run(["delete", &id]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("is being created"), "{}", out.stderr);
+    let out = rt.run(["kill", &id, "KILL"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("container not running"),
+        "{}",
+        out.stderr
+    );
+    assert!(create.wait().unwrap().success(), "the create failed");
+    assert_eq!(status(&rt), "created");
+    rt.run(["delete", &id]).ok();
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+}

@@ -47,8 +47,13 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     let _locked = containers::lock_for_delete(&ctx.root, id);
     // For a missing container, this is the "does not exist" error.
     let mut container = containers::load(&ctx.root, id)?;
-    container.refresh_status()?;
+    containers::refresh_status(&mut container, &ctx.root)?;
     let status = container.status();
+    if !args.force && status == ContainerStatus::Creating {
+        anyhow::bail!(
+            "container {id:?} is being created: wait for it, or use \"gpurun delete --force {id}\""
+        );
+    }
     if !args.force && matches!(status, ContainerStatus::Running | ContainerStatus::Paused) {
         anyhow::bail!(
             "container {id:?} is {}: stop it first (\"gpurun kill {id}\"), or use \"gpurun delete --force {id}\"",

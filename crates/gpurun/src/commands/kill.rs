@@ -11,7 +11,7 @@ pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
     let id = &args.container_id;
     let mut container = containers::load(&ctx.root, id)?;
     let number = signals::parse(&args.signal)?;
-    container.refresh_status()?;
+    containers::refresh_status(&mut container, &ctx.root)?;
     let status = container.status();
     let alive = matches!(
         status,
@@ -21,7 +21,10 @@ pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
     if !(alive || stopped_with_all) {
         // "container not running" is runc's error, which containerd's shim
         // matches to treat a kill of a stopped container as done.
-        anyhow::bail!("container not running: {id:?} is {status}, there is nothing to signal");
+        anyhow::bail!(
+            "container not running: {id:?} is {}, there is nothing to signal",
+            containers::status_name(&container)
+        );
     }
     let all = args.all && containers::has_cgroup(&container);
     match nix::sys::signal::Signal::try_from(number) {

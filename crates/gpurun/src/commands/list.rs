@@ -23,7 +23,7 @@ pub fn list(ctx: &Ctx, args: ListArgs) -> Result<()> {
             continue;
         }
         if let Ok(mut container) = Container::load(entry.path()) {
-            let _ = container.refresh_status();
+            let _ = containers::refresh_status(&mut container, &ctx.root);
             found.push(container);
         }
     }

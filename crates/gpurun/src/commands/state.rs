@@ -9,7 +9,7 @@ use crate::runtime::{containers, context::Ctx};
 /// created and owner.
 pub fn state(ctx: &Ctx, args: State) -> Result<()> {
     let mut container = containers::load(&ctx.root, &args.container_id)?;
-    container.refresh_status()?;
+    containers::refresh_status(&mut container, &ctx.root)?;
     let status = containers::status_name(&container);
     let state = &container.state;
     // runc's fields, in its order; `owner` is left empty, as runc's

@@ -470,6 +470,23 @@ pub fn rootfs(container: &Container) -> Option<PathBuf> {
 }
 
 /// The OCI spelling of a status: "created", "running", "stopped", ...
+/// The container's status now, as `state` and `list` report it. A create
+/// in progress saves its state before its init has a pid, and loading a
+/// container with no pid makes it "stopped": while the create holds its
+/// lock it is "creating" (an engine polling `state` would take "stopped"
+/// for a container that died).
+pub fn refresh_status(container: &mut Container, root: &Path) -> Result<()> {
+    use libcontainer::container::ContainerStatus;
+    container.refresh_status()?;
+    if container.status() == ContainerStatus::Stopped
+        && container.pid().is_none()
+        && create_is_live(&creating_dir(root, container.id()))
+    {
+        container.set_status(ContainerStatus::Creating);
+    }
+    Ok(())
+}
+
 pub fn status_name(container: &Container) -> String {
     serde_json::to_value(container.status())
         .ok()
