@@ -501,7 +501,8 @@ mod test {
                     "The test expects the hook to error out with timeout. Should not execute cleanly"
                 );
             }
-            Err(HookError::Timeout) => {}
+            // Named by its index since patch 41. (gpurun patch)
+            Err(HookError::Numbered { source, .. }) if matches!(*source, HookError::Timeout) => {}
             Err(err) => {
                 bail!(
                     "The test expects the hook to error out with timeout. Got error: {}",
