@@ -56,10 +56,11 @@ CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path crates/vendor
   --skip systemd::manager::tests::test_error_thrown_if_process_never_added_to_cgroup
 mark "libcgroups unit tests"
 # The vendored libcontainer's unit tests of the rootfs it prepares (mounts,
-# /dev, its nodes and links, all resolved inside the root).
+# /dev, its nodes and links, all resolved inside the root), of the user
+# namespace's id maps, the supplementary groups and the hooks.
 CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path crates/vendor/libcontainer/Cargo.toml \
-  --features cgroupsv2_devices --lib -q rootfs::
-mark "libcontainer rootfs unit tests"
+  --features cgroupsv2_devices --lib -q -- rootfs:: user_ns:: supplementary_gids keeps_original_groups hooks::
+mark "libcontainer unit tests"
 # End-to-end suites against real engines and schedulers (systemd.sh in
 # 6.12 VMs with systemd as PID 1, on Debian 12's root, Slurm's srun
 # --container with the cgroup/v2 plugin in the same boot, and on unstable's;
