@@ -54,7 +54,7 @@ pub fn give_device_groups(spec: &mut Value) {
                     .as_array_mut()
                     .into_iter()
                     .flatten()
-                    .map(|d| &mut d["containerEdits"]),
+                    .filter_map(|d| d.get_mut("containerEdits")),
             ),
             _ => {}
         }
