@@ -23,11 +23,27 @@ use crate::runtime::{cgroup_path, containers, driver_paths, logging};
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
-/// Reads and checks `<bundle>/config.json`. Only a regular file is
-/// opened, and without blocking: a FIFO there would hang the engine's
-/// call for ever (runc 1.1.5 hangs), a device could act on its open.
-pub fn load_spec(bundle: &Path) -> Result<Spec> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+/// What a file that is not a regular file is, in words.
+fn not_regular(t: fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else {
+        None
+    }
+}
+
+/// `<bundle>/config.json`, opened only as a regular file and without
+/// blocking: a FIFO there would hang the engine's call for ever (runc
+/// 1.1.5 hangs), a device could act on its open.
+fn open_config(bundle: &Path) -> Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let path = bundle.join("config.json");
     let meta = match fs::metadata(&path) {
         Ok(meta) => meta,
@@ -42,21 +58,14 @@ pub fn load_spec(bundle: &Path) -> Result<Spec> {
         ),
         Err(e) => return Err(e).with_context(|| format!("open {}", path.display())),
     };
-    let not_a_file = |kind: &str| {
+    let refuse = |kind: &str| {
         anyhow::anyhow!(
             "{} is {kind}, not a file: the bundle's config must be a regular file (write one with \"gpurun spec\")",
             path.display()
         )
     };
-    let kind_of = |t: fs::FileType| match () {
-        _ if t.is_dir() => Some("a directory"),
-        _ if t.is_fifo() => Some("a FIFO"),
-        _ if t.is_socket() => Some("a socket"),
-        _ if t.is_char_device() || t.is_block_device() => Some("a device"),
-        _ => None,
-    };
-    if let Some(kind) = kind_of(meta.file_type()) {
-        return Err(not_a_file(kind));
+    if let Some(kind) = not_regular(meta.file_type()) {
+        return Err(refuse(kind));
     }
     let file = fs::OpenOptions::new()
         .read(true)
@@ -64,9 +73,16 @@ pub fn load_spec(bundle: &Path) -> Result<Spec> {
         .open(&path)
         .with_context(|| format!("open {}", path.display()))?;
     // Swapped between the look and the open: looked at again.
-    if let Some(kind) = kind_of(file.metadata()?.file_type()) {
-        return Err(not_a_file(kind));
+    if let Some(kind) = not_regular(file.metadata()?.file_type()) {
+        return Err(refuse(kind));
     }
+    Ok(file)
+}
+
+/// Reads and checks `<bundle>/config.json`.
+pub fn load_spec(bundle: &Path) -> Result<Spec> {
+    let path = bundle.join("config.json");
+    let file = open_config(bundle)?;
     let mut bytes = Vec::new();
     file.take(MAX_CONFIG_BYTES + 1)
         .read_to_end(&mut bytes)
