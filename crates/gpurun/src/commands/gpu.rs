@@ -220,13 +220,7 @@ fn plan(
     let rootfs = prepare::rootfs_of(&spec, bundle)?;
     let user_spec = spec.clone();
     let store = ctx.root.join(flow::CACHE_DIR);
-    let slurm_step = if std::env::var_os("SLURM_JOB_ID").is_none() {
-        fs::read_to_string("/proc/self/cgroup")
-            .ok()
-            .and_then(|text| gpurun_gpu::slurm::StepCgroup::parse(&text))
-    } else {
-        None
-    };
+    let slurm_step = prepare::slurm_step_we_run_in();
     let around = flow::Surroundings {
         gpus_flag: gpus.is_some(),
         slurm_gpus_by_default: false,

@@ -41,12 +41,19 @@ fn not_regular(t: fs::FileType) -> Option<&'static str> {
 
 /// `<bundle>/config.json`, opened only as a regular file and without
 /// blocking: a FIFO there would hang the engine's call for ever (runc
-/// 1.1.5 hangs), a device could act on its open.
+/// 1.1.5 hangs), a device could act on its open. As the init reads the
+/// image's /etc/passwd (libcontainer's `get_user_home`): looked at through
+/// an `O_PATH` descriptor, then that very inode reopened for reading.
 fn open_config(bundle: &Path) -> Result<fs::File> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     let path = bundle.join("config.json");
-    let meta = match fs::metadata(&path) {
-        Ok(meta) => meta,
+    let handle = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(&path)
+    {
+        Ok(handle) => handle,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !bundle.is_dir() => bail!(
             "the bundle directory {} does not exist: make it and write its config with \"gpurun spec --bundle {}\"",
             bundle.display(),
@@ -58,25 +65,20 @@ fn open_config(bundle: &Path) -> Result<fs::File> {
         ),
         Err(e) => return Err(e).with_context(|| format!("open {}", path.display())),
     };
-    let refuse = |kind: &str| {
-        anyhow::anyhow!(
+    let meta = handle
+        .metadata()
+        .with_context(|| format!("look at {}", path.display()))?;
+    if let Some(kind) = not_regular(meta.file_type()) {
+        bail!(
             "{} is {kind}, not a file: the bundle's config must be a regular file (write one with \"gpurun spec\")",
             path.display()
-        )
-    };
-    if let Some(kind) = not_regular(meta.file_type()) {
-        return Err(refuse(kind));
+        );
     }
-    let file = fs::OpenOptions::new()
+    fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&path)
-        .with_context(|| format!("open {}", path.display()))?;
-    // Swapped between the look and the open: looked at again.
-    if let Some(kind) = not_regular(file.metadata()?.file_type()) {
-        return Err(refuse(kind));
-    }
-    Ok(file)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        .with_context(|| format!("open {}", path.display()))
 }
 
 /// Reads and checks `<bundle>/config.json`.

@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+/// Root's state root with no `--root`.
+pub const ROOT_STATE_ROOT: &str = "/run/gpurun";
+
 /// The root with no `--root`, where it is a fixed path (not a batch job's
 /// private one); nothing is made.
 pub fn default_root() -> Option<PathBuf> {
     if crate::runtime::privilege::is_host_root() {
-        return Some(PathBuf::from("/run/gpurun"));
+        return Some(PathBuf::from(ROOT_STATE_ROOT));
     }
     std::env::var_os("XDG_RUNTIME_DIR")
         .filter(|dir| !dir.is_empty())
@@ -30,14 +33,10 @@ pub fn list_command(root: &Path) -> String {
 
 /// `makes_containers`: the command may make the root where it is missing.
 pub fn resolve(flag: Option<&Path>, makes_containers: bool) -> Result<PathBuf> {
-    let root = match flag {
-        Some(path) => path.to_path_buf(),
-        None if crate::runtime::privilege::is_host_root() => PathBuf::from("/run/gpurun"),
-        None => match std::env::var_os("XDG_RUNTIME_DIR") {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("gpurun"),
-            // Batch jobs (Slurm, cron) often have no XDG_RUNTIME_DIR.
-            _ => return private_tmp_root(),
-        },
+    let root = match flag.map(Path::to_path_buf).or_else(default_root) {
+        Some(root) => root,
+        // Batch jobs (Slurm, cron) often have no XDG_RUNTIME_DIR.
+        None => return private_tmp_root(),
     };
     if in_shared_directory(&root) {
         // Such as `gpurun setup slurm`'s /run/gpurun-slurm/USER: anyone may

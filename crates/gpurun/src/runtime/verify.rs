@@ -6,7 +6,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use gpurun_gpu::{flow, Platform};
+use gpurun_gpu::{flow, Platform, Roots};
 use libcontainer::oci_spec::runtime::Spec;
 
 use crate::runtime::launch::{self, LaunchArgs};
@@ -97,7 +97,7 @@ fn verify_spec(rootfs: &Path, args: &[&str], gpus: &str) -> Result<Spec> {
 /// The GPUs the container should list, from the decision its create makes
 /// (`flow::decide`: a Slurm job's or step's allocation, the config): what
 /// verify compares with is what the launched container is given.
-fn expected_gpus(ctx: &Ctx, rootfs: &Path, gpus: &str) -> Result<Vec<String>> {
+fn expected_gpus(ctx: &Ctx, roots: Roots, rootfs: &Path, gpus: &str) -> Result<Vec<String>> {
     let mut spec = verify_spec(rootfs, &["nvidia-smi", "-L"], gpus)?;
     let slurm_step = crate::runtime::prepare::slurm_step_we_run_in();
     let store = ctx.root.join(flow::CACHE_DIR);
@@ -108,7 +108,6 @@ fn expected_gpus(ctx: &Ctx, rootfs: &Path, gpus: &str) -> Result<Vec<String>> {
         rootfs,
         cache_dir: Some(&store),
     };
-    let roots = driver_paths::resolve(&ctx.settings)?;
     let decision = flow::decide(
         &mut spec,
         || Ok(roots),
@@ -210,7 +209,7 @@ pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<Verifica
                 dir
             }
         };
-        let expected = expected_gpus(ctx, &rootfs, gpus)?;
+        let expected = expected_gpus(ctx, roots.clone(), &rootfs, gpus)?;
         let (code, output) = run_smi(ctx, &work, &rootfs, &["nvidia-smi", "-L"], gpus, 1)?;
         if code == 2 {
             // An nvidia-smi without -L.

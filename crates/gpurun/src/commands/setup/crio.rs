@@ -40,7 +40,7 @@ impl<'a> CrioRuntime<'a> {
         CrioRuntime {
             name,
             binary,
-            root: "/run/gpurun",
+            root: crate::runtime::state_dir::ROOT_STATE_ROOT,
             monitor: find_conmon(),
             spec_dirs,
             default,
