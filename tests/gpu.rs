@@ -670,6 +670,23 @@ fn read_only_commands_change_nothing_in_the_hosts_dev() {
     assert_eq!(listing(), before);
 }
 
+/// A privileged container: CAP_SYS_ADMIN in its bounding set, as the
+/// toolkit judges privilege.
+fn privileged(c: &mut serde_json::Value) {
+    c["process"]["capabilities"]["bounding"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("CAP_SYS_ADMIN"));
+}
+
+/// The fake host's `flags` with `flag`'s value replaced by `path`.
+fn flags_with(flags: &[String], flag: &str, path: &std::path::Path) -> Vec<String> {
+    let mut flags = flags.to_vec();
+    let at = flags.iter().position(|f| f == flag).unwrap();
+    flags[at + 1] = path.to_string_lossy().into_owned();
+    flags
+}
+
 /// Runs `args` in a glibc container under the gpurun config `config`
 /// (GPURUN_CONFIG), logging to a JSON log as containerd's shim has it;
 /// returns the output and the log.
@@ -772,12 +789,7 @@ fn on_a_shared_node_only_the_schedulers_allocation_counts() {
             out.stderr
         );
         // A privileged container's env is honoured.
-        let (out, _) = run_with_config(&who, STRICT, &["NVIDIA_VISIBLE_DEVICES=all"], |c| {
-            c["process"]["capabilities"]["bounding"]
-                .as_array_mut()
-                .unwrap()
-                .push(json!("CAP_SYS_ADMIN"));
-        });
+        let (out, _) = run_with_config(&who, STRICT, &["NVIDIA_VISIBLE_DEVICES=all"], privileged);
         assert_eq!(
             lines(&out),
             [
@@ -1093,10 +1105,7 @@ fn group_only_host(scratch: &Scratch) -> Vec<String> {
     );
     let out = run_cmd(Command::new("sh").arg("-c").arg(script), TIMEOUT);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let mut flags = fixtures.flags();
-    let at = flags.iter().position(|f| f == "--dev-root").unwrap();
-    flags[at + 1] = dev_root.to_string_lossy().into_owned();
-    flags
+    flags_with(&fixtures.flags(), "--dev-root", &dev_root)
 }
 
 /// `GROUPS_AND_OPENS` in `bundle`, run with `flags` then `run`, by root
@@ -1264,13 +1273,8 @@ fn rootless_the_users_own_group_opens_the_nodes() {
             } else {
                 "--clear-groups"
             })
-            .arg("--")
-            .env_clear()
-            .env("HOME", &user.home)
-            .env("USER", &user.name)
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-            .env("XDG_RUNTIME_DIR", user.runtime_dir())
-            .current_dir("/");
+            .arg("--");
+        user.apply_env(&mut setpriv);
         if in_group_44 {
             let (groups, opens) = groups_and_opens(&rt, &bundle, &flags, "", Some(setpriv));
             assert!(has_group(&groups, "65534"), "{groups}");
@@ -1370,12 +1374,6 @@ fn the_management_device_gets_every_node_and_a_tenant_is_refused_it() {
         "/dev/nvidia-caps-imex-channels/channel1",
         "smi=9",
     ];
-    let privileged = |c: &mut serde_json::Value| {
-        c["process"]["capabilities"]["bounding"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!("CAP_SYS_ADMIN"));
-    };
     for who in As::both() {
         let (out, _) = run_with_config(&who, "", &[], management);
         assert_eq!(lines(&out), want, "{who:?}: {}", out.stderr);
@@ -1445,10 +1443,7 @@ fn linked_driver_root(scratch: &Scratch, then: &str) -> Vec<String> {
         TIMEOUT,
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let mut flags = fixtures.flags();
-    let at = flags.iter().position(|f| f == "--driver-root").unwrap();
-    flags[at + 1] = driver.to_string_lossy().into_owned();
-    flags
+    flags_with(&fixtures.flags(), "--driver-root", &driver)
 }
 
 /// The OpenCL ICD loader's vendor file, which toolkit 1.19 mounts: on a
@@ -1499,12 +1494,6 @@ fn a_tenant_on_a_shared_node_gets_no_host_mps_directory() {
     let scratch = Scratch::new("mps");
     let flags = linked_driver_root(&scratch, "mkdir -p \"$D/tmp/nvidia-mps\"");
     let probe = "grep -c ' /tmp/nvidia-mps ' /proc/self/mountinfo";
-    let privileged = |c: &mut serde_json::Value| {
-        c["process"]["capabilities"]["bounding"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!("CAP_SYS_ADMIN"));
-    };
     for (config, privileged_pod, want) in
         [("", false, "1"), (STRICT, false, "0"), (STRICT, true, "1")]
     {

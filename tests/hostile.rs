@@ -199,6 +199,21 @@ fn dev_symlink_without_a_dev_mount_stays_inside_the_rootfs() {
     }
 }
 
+/// Makes a file of one kind at a path.
+type Make = fn(&Path);
+
+/// What a path a runtime opens may be instead of a file, named as gpurun's
+/// errors name it: each must be refused without blocking.
+const NOT_FILES: [(&str, Make); 3] = [
+    ("a FIFO", |p| {
+        nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap()
+    }),
+    ("a socket", |p| {
+        drop(std::os::unix::net::UnixListener::bind(p).unwrap());
+    }),
+    ("a directory", |p| fs::create_dir(p).unwrap()),
+];
+
 /// With no mount on /dev the image's own /dev is used; its /dev/null as a
 /// FIFO hung `run` for ever (init blocked in the open, SIGTERM ignored). Each
 /// wrong type gets one line naming it, and nothing is left; the null device
@@ -206,15 +221,11 @@ fn dev_symlink_without_a_dev_mount_stays_inside_the_rootfs() {
 #[test]
 fn an_image_dev_null_of_the_wrong_type_is_refused_without_blocking() {
     require_root!();
-    type Make = fn(&Path);
+    let [fifo, socket, directory] = NOT_FILES;
     let cases: [(&str, Make); 4] = [
-        ("a FIFO", |p| {
-            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap()
-        }),
-        ("a socket", |p| {
-            drop(std::os::unix::net::UnixListener::bind(p).unwrap());
-        }),
-        ("a directory", |p| fs::create_dir(p).unwrap()),
+        fifo,
+        socket,
+        directory,
         ("the null device", |p| {
             let dev = nix::sys::stat::makedev(1, 3);
             let mode = nix::sys::stat::Mode::from_bits_truncate(0o666);
@@ -680,15 +691,11 @@ fn an_nss_module_in_the_image_never_runs_in_the_runtime() {
 #[test]
 fn a_config_json_that_is_no_file_is_refused_without_blocking() {
     require_root!();
-    type Make = fn(&Path);
+    let [fifo, socket, directory] = NOT_FILES;
     let cases: [(&str, Make); 4] = [
-        ("a FIFO", |p| {
-            nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap()
-        }),
-        ("a socket", |p| {
-            drop(std::os::unix::net::UnixListener::bind(p).unwrap());
-        }),
-        ("a directory", |p| fs::create_dir(p).unwrap()),
+        fifo,
+        socket,
+        directory,
         ("a device", |p| {
             std::os::unix::fs::symlink("/dev/zero", p).unwrap()
         }),

@@ -62,9 +62,14 @@ impl TestUser {
 
     /// Makes `cmd` run as this user, with a login-like environment.
     pub fn apply(&self, cmd: &mut Command) {
-        cmd.uid(self.uid)
-            .gid(self.gid)
-            .env_clear()
+        cmd.uid(self.uid).gid(self.gid);
+        self.apply_env(cmd);
+    }
+
+    /// This user's login-like environment for `cmd` (which changes to the
+    /// user itself, as `setpriv` does where std's `uid` would drop groups).
+    pub fn apply_env(&self, cmd: &mut Command) {
+        cmd.env_clear()
             .env("HOME", &self.home)
             .env("USER", &self.name)
             .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
