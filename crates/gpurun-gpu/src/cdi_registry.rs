@@ -45,6 +45,10 @@ struct Invalid {
     reason: String,
 }
 
+/// The CDI kind of NVIDIA's management device, for the GPU Operator's own
+/// pods.
+pub const MANAGEMENT_KIND: &str = "management.nvidia.com/gpu";
+
 /// A requested device a spec defines, with the edits it brings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Resolved {
@@ -168,7 +172,7 @@ impl Registry {
                     })
                 }
                 None if name.starts_with("nvidia.com/")
-                    || name.starts_with(crate::request::MANAGEMENT_KIND) => {}
+                    || name.starts_with(MANAGEMENT_KIND) => {}
                 None => bail!(
                     "CDI device {name}: no CDI spec in {} defines it; install the vendor's spec there, or set spec-dirs in gpurun's config",
                     self.dirs_shown()

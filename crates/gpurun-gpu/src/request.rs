@@ -497,9 +497,7 @@ fn split_cdi_kinds(
     Ok((devices, imex, gated))
 }
 
-/// The CDI kind of NVIDIA's management device, for the GPU Operator's own
-/// pods.
-pub const MANAGEMENT_KIND: &str = "management.nvidia.com/gpu";
+pub use crate::cdi_registry::MANAGEMENT_KIND;
 
 /// The list without `management.nvidia.com/gpu=all`, and whether it was
 /// there (then every GPU). On a shared node (the env not accepted from an
