@@ -8,8 +8,19 @@ started=$(date +%s)
 mark() { echo "test.sh: [$(($(date +%s) - started)) s] $*"; }
 sh scripts/install-deps.sh
 mark "dependencies installed"
-cargo build --locked -p gpurun -p fake-nvml -p cri-client
+# The static checks first, seconds each, so a slip fails at once.
+# No module circle in any crate; the binary's layers point one way.
+python3 scripts/ci/check-layers.py
+# The manual names only files and tests that exist, and one CDI spec path.
+python3 scripts/ci/check-docs.py
+# No package archive's host written in a script: they take the system's
+# apt sources (scripts/fixtures/debian-mirror.sh) and cargo's own registry.
+if git grep -nE '(deb|security|ftp[a-z.0-9]*)\.debian\.org|static\.crates\.io|crates\.io/api' -- scripts integration .ci; then
+  echo "test.sh: a package host is written in the scripts above: take it from the system's configuration" >&2
+  exit 1
+fi
 cargo fmt --all --check
+cargo build --locked -p gpurun -p fake-nvml -p cri-client
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The vendored libcontainer and libcgroups: the 0.7.0 releases plus only
 # the numbered patches their GPURUN-PATCH.md list.
@@ -34,16 +45,6 @@ mark "aarch64 unit tests"
 # on Debian 11's arm64 root, with 4K and 16K pages (scripts/ci/guest-aarch64.sh).
 sh scripts/ci/guest-aarch64.sh
 mark "aarch64 guests"
-# No module circle in any crate; the binary's layers point one way.
-python3 scripts/ci/check-layers.py
-# The manual names only files and tests that exist, and one CDI spec path.
-python3 scripts/ci/check-docs.py
-# No package archive's host written in a script: they take the system's
-# apt sources (scripts/fixtures/debian-mirror.sh) and cargo's own registry.
-if git grep -nE '(deb|security|ftp[a-z.0-9]*)\.debian\.org|static\.crates\.io|crates\.io/api' -- scripts integration .ci; then
-  echo "test.sh: a package host is written in the scripts above: take it from the system's configuration" >&2
-  exit 1
-fi
 # (Each fuzz target's kept corpus is replayed here too, on stable:
 # crates/gpurun-gpu/tests/fuzz_corpus.rs; fuzzing for new inputs is by hand,
 # sh scripts/ci/fuzz.sh SECONDS, with the nightly toolchain.)
