@@ -344,12 +344,34 @@ fn a_broken_gpu_config_stops_only_gpu_containers() {
     bundle.set_process(&["true"], &["NVIDIA_VISIBLE_DEVICES=all"]);
     let gpu = run(&unique("gpu"));
     assert_eq!(gpu.code, 1);
+    let first = gpu.stderr.lines().next().unwrap_or_default();
     assert!(
-        gpu.stderr.contains("is not a valid gpurun config"),
+        first.starts_with("gpurun: error: ")
+            && first.contains("is not valid TOML")
+            && first.contains("(line 1): fix that line")
+            && first.contains("unset GPURUN_CONFIG"),
         "{}",
         gpu.stderr
     );
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+    // doctor names the configuration, not the driver.
+    let mut cmd = rt.command(["doctor", "--gpu"]);
+    cmd.env("GPURUN_CONFIG", &config);
+    let doctor = run_cmd(&mut cmd, TIMEOUT);
+    assert_eq!(doctor.code, 1, "{}", doctor.stdout);
+    assert!(
+        doctor
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("FAIL  configuration: ") && l.contains("is not valid TOML")),
+        "{}",
+        doctor.stdout
+    );
+    assert!(
+        !doctor.stdout.contains("NVIDIA driver"),
+        "{}",
+        doctor.stdout
+    );
 }
 
 /// A config file named by GPURUN_CONFIG that is missing is one error line
@@ -403,7 +425,8 @@ fn a_named_config_must_exist_and_the_toolkits_is_read_as_is() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stderr.contains("gpurun: warning:")
-            && out.stderr.contains("unknown key \"driver-rot\""),
+            && out.stderr.contains("unknown key \"driver-rot\"")
+            && out.stderr.contains("did you mean \"driver-root\"?"),
         "{}",
         out.stderr
     );
@@ -582,6 +605,16 @@ fn an_empty_image_dir_and_a_missing_bundle_are_named() {
         out.stderr
     );
     assert!(!out_dir.exists(), "import made {}", out_dir.display());
+    // A reference that is none is refused before anything is pulled.
+    let out = rt.run(["import", "docker://", "-o", out_dir.to_str().unwrap()]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .starts_with("gpurun: error: docker://: not an image reference"),
+        "{}",
+        out.stderr
+    );
     let missing = scratch.path().join("no-bundle");
     let out = rt.run(["gpu", "plan", missing.to_str().unwrap()]);
     assert_eq!(out.code, 1, "{}", out.stderr);

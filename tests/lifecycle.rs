@@ -171,6 +171,13 @@ fn exec_ps_pause_resume_on_a_running_container() {
     let out = rt.run(["exec", &id, "sh", "-c", "echo inside; exit 3"]);
     assert_eq!(out.code, 3);
     assert_eq!(out.stdout.trim(), "inside");
+    // A program that is not there: runc's 255 and its words, once each.
+    let out = rt.run(["exec", &id, "/nonexistent"]);
+    assert_eq!(out.code, 255, "{}", out.stderr);
+    assert_eq!(
+        out.stderr.lines().next().unwrap_or_default(),
+        "gpurun: error: exec failed: unable to start container process: exec: \"/nonexistent\": stat /nonexistent: no such file or directory"
+    );
 
     // --process with a process.json, as containerd's shim sends it.
     let scratch = Scratch::new("proc");

@@ -223,7 +223,7 @@ impl Config {
                 ),
                 Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
             };
-            file = parse_file(&path, &text)?.over(file);
+            file = parse_file(&path, &text, source == Source::Named)?.over(file);
         }
         Ok(file)
     }
@@ -279,13 +279,18 @@ pub fn request_policy(env: &dyn Fn(&str) -> Option<String>) -> Result<RequestPol
 /// One config file's text: gpurun's keys and the toolkit's sections it
 /// reads; other keys are passed over (debug line), a known key of the
 /// wrong type is an error naming the file, the line and the key.
-fn parse_file(path: &Path, text: &str) -> Result<Config> {
+fn parse_file(path: &Path, text: &str, named: bool) -> Result<Config> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         anyhow::anyhow!(
-            "{} is not a valid gpurun config: {}{}",
+            "{} is not valid TOML: {}{}: fix that line (docs/config.md shows the syntax){}",
             path.display(),
-            e.message().trim_end(),
-            at_line(text, e.span())
+            one_line(e.message()),
+            at_line(text, e.span()),
+            if named {
+                ", or unset GPURUN_CONFIG"
+            } else {
+                ""
+            }
         )
     })?;
     let (toolkit, unknown): (Vec<&str>, Vec<&str>) = table
@@ -303,11 +308,17 @@ fn parse_file(path: &Path, text: &str) -> Result<Config> {
     // Neither gpurun's nor the toolkit's: a typo would otherwise leave a
     // setting silently unset.
     for key in unknown {
-        tracing::warn!(
-            "{}: unknown key \"{key}\", passed over: gpurun's keys are {} (docs/config.md)",
-            path.display(),
-            OWN_KEYS.join(", ")
-        );
+        match closest_key(key) {
+            Some(known) => tracing::warn!(
+                "{}: unknown key \"{key}\", passed over: did you mean \"{known}\"? (docs/config.md)",
+                path.display()
+            ),
+            None => tracing::warn!(
+                "{}: unknown key \"{key}\", passed over: gpurun's keys are {} (docs/config.md)",
+                path.display(),
+                OWN_KEYS.join(", ")
+            ),
+        }
     }
     toml::from_str::<Config>(text)
         .map(Config::with_toolkit_sections)
@@ -315,10 +326,43 @@ fn parse_file(path: &Path, text: &str) -> Result<Config> {
             anyhow::anyhow!(
                 "{} is not a valid gpurun config: {}{}; see docs/config.md for each key's type",
                 path.display(),
-                e.message().trim_end(),
+                one_line(e.message()),
                 at_line(text, e.span())
             )
         })
+}
+
+/// A parser message on one line: toml's own spans several.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// gpurun's key nearest to a misspelled one: at most two edits away.
+fn closest_key(key: &str) -> Option<&'static str> {
+    OWN_KEYS
+        .iter()
+        .map(|known| (edit_distance(key, known), *known))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, known)| known)
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(above + 1);
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// " (line N)" for an error's byte span in `text`.
@@ -651,6 +695,30 @@ path = "nvidia-ctk"
             assert_eq!(policy.device_node_groups, want, "{text}");
         }
         let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_misspelled_key_is_matched_to_the_nearest_known_one() {
+        assert_eq!(closest_key("driver-roott"), Some("driver-root"));
+        assert_eq!(closest_key("dev_root"), Some("dev-root"));
+        assert_eq!(closest_key("spec-dir"), Some("spec-dirs"));
+        assert_eq!(closest_key("log-level"), None);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn a_syntax_error_is_one_line_with_its_line_and_the_fix() {
+        let err = parse_file(Path::new("/c.toml"), "a = 1\nb = \n", true)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains('\n'), "{err}");
+        assert!(err.contains("(line 2): fix that line"), "{err}");
+        assert!(err.ends_with("or unset GPURUN_CONFIG"), "{err}");
+        let err = parse_file(Path::new("/c.toml"), "b = \n", false)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("GPURUN_CONFIG"), "{err}");
     }
 
     #[test]

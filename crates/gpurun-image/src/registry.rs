@@ -225,14 +225,20 @@ fn record(cache: &Path, name: &str, digest: &str, media_type: &str, size: u64) -
     Ok(())
 }
 
-/// Pulls `reference` into `cache` and returns the name it has in the
-/// cache's index (the reference, in full).
-pub fn pull(reference: &str, cache: &Path, report: &mut dyn FnMut(PullProgress)) -> Result<String> {
-    let reference: Reference = reference.parse().map_err(|e| {
+/// `HOST/NAME:TAG` as a reference, or one line saying how to write it:
+/// checked before anything is said to be pulled.
+pub fn parse_reference(reference: &str) -> Result<Reference> {
+    reference.parse().map_err(|e| {
         anyhow::anyhow!(
             "docker://{reference}: not an image reference ({e}); write docker://HOST/NAME:TAG"
         )
-    })?;
+    })
+}
+
+/// Pulls `reference` into `cache` and returns the name it has in the
+/// cache's index (the reference, in full).
+pub fn pull(reference: &str, cache: &Path, report: &mut dyn FnMut(PullProgress)) -> Result<String> {
+    let reference = parse_reference(reference)?;
     let host = reference.resolve_registry().to_owned();
     check_cache_writable(cache)?;
     let auth = docker_credentials(&host)?;

@@ -82,7 +82,8 @@ fn exec_in(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
         let _ = std::fs::remove_file(&own_socket);
     }
     drop(lock);
-    let pid = pid.with_context(|| format!("exec in container {id:?}"))?;
+    // runc words it so: "exec failed: unable to start container process: …".
+    let pid = pid.context("unable to start container process")?;
     if args.detach {
         return Ok(0);
     }

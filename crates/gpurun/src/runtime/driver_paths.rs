@@ -27,6 +27,11 @@ fn config() -> Result<Config> {
     Ok(config)
 }
 
+/// Whether the config files read: doctor names a bad one as such.
+pub fn check_config() -> Result<()> {
+    config().map(drop)
+}
+
 pub fn resolve(flags: &Settings) -> Result<Roots> {
     let flags = RootFlags {
         driver_root: flags.driver_root.clone(),

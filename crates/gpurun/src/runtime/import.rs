@@ -110,6 +110,7 @@ fn import_into(
     let (store, resolved) = match source {
         ImageSource::Path(path, tag) => gpurun_image::open(path, tag.as_deref())?,
         ImageSource::Registry(reference) => {
+            gpurun_image::registry::parse_reference(reference)?;
             let cache = gpurun_image::registry::default_cache();
             report(ImportEvent::Pulling {
                 reference,

@@ -17,6 +17,15 @@ use crate::runtime::{context::Ctx, driver_paths};
 /// Inside a Slurm job, the job's allocation bounds it as it bounds a
 /// container.
 pub(super) fn check_gpu(r: &mut Report, ctx: &Ctx, user: &UserIds) -> Option<bool> {
+    if let Err(e) = driver_paths::check_config() {
+        r.line(
+            Level::Fail,
+            true,
+            "configuration",
+            format!("a GPU container would fail: {e:#}"),
+        );
+        return None;
+    }
     let planned = driver_paths::resolve(&ctx.settings).and_then(|roots| {
         let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
         let job = flow::SlurmJob::from_env(false)?;
