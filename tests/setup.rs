@@ -147,7 +147,8 @@ fn setup_containerd_multi_tenant_writes_gpuruns_strict_settings() {
         TIMEOUT,
     );
     assert!(
-        !plan.stderr.contains("not a valid gpurun config"),
+        !plan.stderr.contains("not a valid gpurun config")
+            && !plan.stderr.contains("is not valid TOML"),
         "{}",
         plan.stderr
     );
