@@ -726,3 +726,89 @@ fn a_config_json_that_is_no_file_is_refused_without_blocking() {
         }
     }
 }
+
+/// Every file a GPU `run` reads or opens in the image, as
+/// `strace -f -e trace=openat,openat2,open` of one showed it (root, a
+/// non-root user, the image's own /dev or a tmpfs, every capability, a CUDA
+/// compat library), and the image's /dev nodes runc checks.
+const IMAGE_PATHS_OPENED: [&str; 11] = [
+    "etc/ld.so.cache",
+    "etc/ld.so.conf",
+    "etc/passwd",
+    "etc/group",
+    "usr/share/glvnd/egl_vendor.d/10_nvidia.json",
+    "usr/share/vulkan/icd.d/nvidia_icd.json",
+    "usr/share/vulkan/implicit_layer.d/nvidia_layers.json",
+    "usr/local/cuda/compat/libcuda.so.999.1.2",
+    "dev/null",
+    "dev/ptmx",
+    "dev/zero",
+];
+
+/// A FIFO, a socket or a directory at each of those paths: every GPU `run`
+/// ends (the helper's own limit), ran or refused in one line naming the
+/// path, with nothing left behind.
+#[test]
+fn no_image_file_of_the_wrong_type_blocks_a_gpu_run() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    let bundle = Bundle::glibc(None);
+    bundle.edit(|c| {
+        // The image's own /dev, as a bundle without a /dev mount has it.
+        c["mounts"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|m| !m["destination"].as_str().unwrap().starts_with("/dev"));
+        c["root"]["readonly"] = json!(false);
+        c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+    });
+    bundle.set_process(
+        &["sh", "-c", "nvidia-smi >/dev/null 2>&1; echo smi=$?"],
+        &["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=all"],
+    );
+    let rootfs = bundle.rootfs();
+    for path in IMAGE_PATHS_OPENED {
+        let at = rootfs.join(path);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let kept = rootfs.join(format!("{path}.kept"));
+        let had = fs::rename(&at, &kept).is_ok();
+        for (kind, make) in NOT_FILES {
+            make(&at);
+            let rt = Runtime::new();
+            let id = unique("opened");
+            let dir = bundle.dir.to_str().unwrap();
+            let out = rt.run(fixtures.args(&["run", "--bundle", dir, &id]));
+            let case = format!("{path} as {kind}");
+            if out.code != 0 {
+                let first = out.stderr.lines().next().unwrap_or_default();
+                let name = Path::new(path).file_name().unwrap().to_str().unwrap();
+                assert!(
+                    first.starts_with("gpurun: error: ")
+                        && first.contains(name)
+                        && first.contains("the image's"),
+                    "{case}: {}",
+                    out.stderr
+                );
+            } else {
+                assert_eq!(out.stdout.trim(), "smi=9", "{case}: {}", out.stderr);
+            }
+            assert!(rt.leftovers().is_empty(), "{case}: {:?}", rt.leftovers());
+            assert!(
+                cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
+                "{case}: cgroup"
+            );
+            assert!(
+                mounts_mentioning(rootfs.to_str().unwrap()).is_empty(),
+                "{case}: mount left"
+            );
+            if at.is_dir() {
+                fs::remove_dir(&at).unwrap();
+            } else {
+                fs::remove_file(&at).unwrap();
+            }
+        }
+        if had {
+            fs::rename(&kept, &at).unwrap();
+        }
+    }
+}

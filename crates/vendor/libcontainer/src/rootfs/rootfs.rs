@@ -116,11 +116,12 @@ impl RootFS {
                 // gpurun patch: the error names the mount, as runc's does.
                 mounter.setup_mount(mount, &global_options).map_err(|err| {
                     super::mount::MountError::Custom(format!(
-                        "mount {:?} ({}) at {}: {}",
+                        "mount {:?} ({}) at {}: {}{}",
                         mount.source().as_deref().unwrap_or(Path::new("")),
                         mount.typ().as_deref().unwrap_or("bind"),
                         mount.destination().display(),
-                        crate::utils::error_chain(&err)
+                        crate::utils::error_chain(&err),
+                        kind_mismatch(rootfs, mount)
                     ))
                 })?;
             }
@@ -196,5 +197,73 @@ impl RootFS {
         }
 
         Ok(())
+    }
+}
+
+/// gpurun patch 51: a bind mount of a file over a directory the image has
+/// (or of a directory over a file) fails as a bare EINVAL or ENOTDIR; this
+/// says which side is which, and the fix. Empty when the kinds agree.
+fn kind_mismatch(rootfs: &Path, mount: &oci_spec::runtime::Mount) -> String {
+    use std::os::fd::AsFd;
+    let kind = |is_dir: bool| if is_dir { "a directory" } else { "not a directory" };
+    let is_bind = mount.typ().as_deref().is_none_or(|t| t == "bind")
+        || mount
+            .options()
+            .iter()
+            .flatten()
+            .any(|o| o == "bind" || o == "rbind");
+    let Some(source) = mount.source().as_deref().filter(|_| is_bind) else {
+        return String::new();
+    };
+    let Ok(source_is_dir) = std::fs::metadata(source).map(|m| m.is_dir()) else {
+        return String::new();
+    };
+    let destination = super::in_root::open_root(rootfs).and_then(|root| {
+        let fd = super::in_root::resolve_in_root(root.as_fd(), mount.destination())?;
+        nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).map_err(std::io::Error::from)
+    });
+    match destination {
+        Ok(st) if (st.st_mode & libc::S_IFMT == libc::S_IFDIR) != source_is_dir => format!(
+            ": the image's {} is {} and the source is {}: remove it from the image, or mount elsewhere",
+            mount.destination().display(),
+            kind(!source_is_dir),
+            kind(source_is_dir)
+        ),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use oci_spec::runtime::MountBuilder;
+
+    use super::*;
+
+    #[test]
+    fn a_file_bound_over_an_image_directory_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rootfs = tmp.path().join("rootfs");
+        std::fs::create_dir_all(rootfs.join("etc/ld.so.cache")).unwrap();
+        std::fs::write(rootfs.join("etc/hosts"), "").unwrap();
+        let source = tmp.path().join("cache");
+        std::fs::write(&source, "").unwrap();
+        let bind = |dest: &str| {
+            MountBuilder::default()
+                .destination(dest)
+                .source(&source)
+                .typ("bind")
+                .options(vec!["rbind".to_owned()])
+                .build()
+                .unwrap()
+        };
+        let hint = kind_mismatch(&rootfs, &bind("/etc/ld.so.cache"));
+        assert!(
+            hint.contains("the image's /etc/ld.so.cache is a directory and the source is not a directory"),
+            "{hint}"
+        );
+        assert_eq!(kind_mismatch(&rootfs, &bind("/etc/hosts")), "");
+        // Resolved inside the root: a link out is not followed to the host.
+        std::os::unix::fs::symlink(tmp.path(), rootfs.join("out")).unwrap();
+        assert_eq!(kind_mismatch(&rootfs, &bind("/out/rootfs")), "");
     }
 }

@@ -63,11 +63,20 @@ impl Symlink {
     // path: the image's `/dev` may be a symlink to anywhere on the host.
 
     pub fn setup_ptmx(&self, dev: BorrowedFd) -> Result<()> {
-        match unlinkat(Some(dev.as_raw_fd()), "ptmx", UnlinkatFlags::NoRemoveDir) {
+        // gpurun patch 51: an empty directory goes too, as runc's
+        // os.Remove takes it; the error names the errno.
+        let removed = match unlinkat(Some(dev.as_raw_fd()), "ptmx", UnlinkatFlags::NoRemoveDir) {
+            Err(Errno::EISDIR) => unlinkat(Some(dev.as_raw_fd()), "ptmx", UnlinkatFlags::RemoveDir),
+            other => other,
+        };
+        match removed {
             Ok(()) | Err(Errno::ENOENT) => {}
-            Err(_) => {
+            Err(errno) => {
                 return Err(SymlinkError::Other {
-                    msg: "could not delete /dev/ptmx".into(),
+                    msg: format!(
+                        "could not remove the image's /dev/ptmx for the link to pts/ptmx: {}",
+                        errno.desc()
+                    ),
                 });
             }
         }
@@ -145,10 +154,19 @@ mod tests {
             std::fs::read_link(tmp_dir.path().join("dev/ptmx")).unwrap(),
             PathBuf::from("pts/ptmx")
         );
-        // A directory there cannot be removed: the bail! path.
+        // An empty directory there goes, as runc's os.Remove takes it.
         std::fs::remove_file(tmp_dir.path().join("dev/ptmx")).unwrap();
         std::fs::create_dir(tmp_dir.path().join("dev/ptmx")).unwrap();
-        assert!(symlink.setup_ptmx(std::os::fd::AsFd::as_fd(&dev)).is_err());
+        assert!(symlink.setup_ptmx(std::os::fd::AsFd::as_fd(&dev)).is_ok());
+        assert!(tmp_dir.path().join("dev/ptmx").is_symlink());
+        // One with files in it cannot be removed: the error names why.
+        std::fs::remove_file(tmp_dir.path().join("dev/ptmx")).unwrap();
+        std::fs::create_dir_all(tmp_dir.path().join("dev/ptmx/x")).unwrap();
+        let err = symlink
+            .setup_ptmx(std::os::fd::AsFd::as_fd(&dev))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Directory not empty"), "{err}");
     }
 
     #[test]
