@@ -204,7 +204,7 @@ fn runc_global_flags_are_taken() {
         Command::new(gpurun_bin()).args(["--rootless", "maybe", "list"]),
         Duration::from_secs(30),
     );
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 1, "runc's usage status: {}", out.stderr);
     assert!(out.stderr.contains("possible values"), "{}", out.stderr);
 }
 
@@ -453,4 +453,25 @@ fn list_of_nothing_is_as_in_runc() {
     }
     assert_eq!(seen[0], seen[1], "gpurun's, then runc's");
     assert_eq!(seen[0][1], (0, "null".to_owned()));
+}
+
+/// A command line that does not parse exits as runc's does: 1 for a
+/// missing argument, an unknown flag or a bad value, 3 for an unknown
+/// command. Engines read only the status; each is compared with runc's.
+#[test]
+fn usage_errors_exit_with_runcs_status() {
+    for args in [
+        &["kill"][..],
+        &["state"],
+        &["run", "--nope", "x"],
+        &["update", "--memory", "1X", "c"],
+        &["frob"],
+    ] {
+        let codes: Vec<i32> = each_runtime()
+            .iter()
+            .map(|(program, root)| runtime_cmd(program, root, args).code)
+            .collect();
+        assert_eq!(codes[0], codes[1], "{args:?}: gpurun, runc");
+        assert_ne!(codes[0], 0, "{args:?}");
+    }
 }

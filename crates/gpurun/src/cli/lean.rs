@@ -45,7 +45,7 @@ pub fn parse(program: OsString, args: Vec<OsString>) -> Cli {
 
 /// Help and version as clap prints them; a usage error as every other
 /// error, one `gpurun: error:` line (clap's message, its tips and the
-/// usage it names), exit status 2.
+/// usage it names), runc's exit status.
 fn usage_error(e: clap::Error) -> ! {
     use clap::error::ErrorKind;
     if matches!(
@@ -57,7 +57,13 @@ fn usage_error(e: clap::Error) -> ! {
         e.exit()
     }
     eprintln!("gpurun: error: {}", one_line_usage(&e.render().to_string()));
-    std::process::exit(2)
+    // runc's statuses: 1 for a usage error, 3 for a command it has none of
+    // (urfave/cli's "No help topic").
+    std::process::exit(if e.kind() == ErrorKind::InvalidSubcommand {
+        3
+    } else {
+        1
+    })
 }
 
 /// clap's rendered error ("error: ...", "  tip: ...", "Usage: ...") as one

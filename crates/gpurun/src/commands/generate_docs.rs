@@ -73,7 +73,7 @@ fn closing_sections(name: &str) -> String {
 /// where runc has the command: exec's own errors are 255, as runc's).
 fn exit_status(name: &str) -> String {
     const ERROR: &str =
-        "1 on an error, with one line on standard error; 2 when the command line cannot be parsed.";
+        "1 on an error, with one line on standard error, a command line that cannot be parsed included; 3 for a command gpurun has not (runc's statuses).";
     let own = match name {
         "gpurun" => "0 on success. run, exec and restore (without \\-\\-detach) exit with the \
                      container process's own status; exec's own errors are 255; see each command's page.",
