@@ -208,3 +208,62 @@ fn runc_s_words_for_symlinked_proc_and_failing_hooks() {
         "error running hook #0: signal: bad system call, stderr: about to die",
     );
 }
+
+/// A signal that comes while `run` is still setting up (a createRuntime
+/// hook holds it) is kept and passed to the container once it runs, as
+/// runc's `run` does: the container's process (not a namespace's init, so
+/// SIGTERM's default action applies) dies of it as soon as it starts, and
+/// nothing is left. Under both runtimes.
+#[test]
+fn a_signal_during_setup_reaches_the_container_once_it_runs() {
+    require_root!();
+    for (program, root) in each_runtime() {
+        let bundle = Bundle::busybox();
+        bundle.set_args(&["sleep", "300"]);
+        bundle.edit(|c| {
+            c["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|n| n["type"] != "pid");
+            c["hooks"] = json!({"createRuntime": [{"path": "/bin/sleep", "args": ["sleep", "2"]}]});
+        });
+        let id = unique("early");
+        let mut child = Command::new(&program)
+            .arg("--root")
+            .arg(root.path())
+            .args(["run", "--bundle", bundle.dir.to_str().unwrap(), &id])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!(
+                    "{}: the signal was lost: run still going",
+                    program.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(143), "{}", program.display());
+        let left = runtime_cmd(&program, &root, &["list", "-q"]);
+        assert_eq!(left.stdout.trim(), "", "{}: left", program.display());
+        // runc's default cgroup is /<id>, gpurun's /gpurun/<id>.
+        for cgroup in [id.clone(), format!("gpurun/{id}")] {
+            assert!(
+                cgroup_dirs(&cgroup).is_empty(),
+                "{}: {cgroup} left",
+                program.display()
+            );
+        }
+    }
+}
