@@ -873,3 +873,64 @@ fn a_musl_image_gets_the_hook_folders_in_its_loader_path() {
         out.stderr
     );
 }
+
+/// The files the CDI hooks' work reads or writes in the image, as
+/// `strace -f -e trace=openat,openat2,open` of a CDI run showed them: the
+/// linker's config and cache, and the user database the init reads.
+const IMAGE_PATHS_THE_HOOKS_OPEN: [&str; 4] = [
+    "etc/ld.so.cache",
+    "etc/ld.so.conf",
+    "etc/ld.so.conf.d/image.conf",
+    "etc/passwd",
+];
+
+/// A FIFO, a socket or a directory at each: the hooks' work never blocks
+/// on one; the run ends, with a GPU that works or one line naming the
+/// path, and nothing left.
+#[test]
+fn no_image_file_of_the_wrong_type_blocks_the_cdi_hooks() {
+    require_root!();
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(&["sh", "-c", PROBE], &["NVIDIA_VISIBLE_DEVICES=all"]);
+    apply_cdi(&bundle, &toolkit_form(), "0", false);
+    let rootfs = bundle.rootfs();
+    for path in IMAGE_PATHS_THE_HOOKS_OPEN {
+        let at = rootfs.join(path);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let kept = rootfs.join(format!("{path}.kept"));
+        let had = fs::rename(&at, &kept).is_ok();
+        for (kind, make) in NOT_FILES {
+            make(&at);
+            let out = run_bundle(&Runtime::new(), &bundle);
+            let case = format!("{path} as {kind}");
+            if out.code == 0 {
+                assert_eq!(
+                    out.stdout.lines().nth(1),
+                    Some("smi=9"),
+                    "{case}: {}",
+                    out.stderr
+                );
+            } else {
+                let first = out.stderr.lines().next().unwrap_or_default();
+                let name = Path::new(path).file_name().unwrap().to_str().unwrap();
+                assert!(
+                    first.starts_with("gpurun: error: ") && first.contains(name),
+                    "{case}: {}",
+                    out.stderr
+                );
+            }
+            assert!(
+                mounts_mentioning(rootfs.to_str().unwrap()).is_empty(),
+                "{case}: mount left"
+            );
+            if at.is_dir() {
+                fs::remove_dir(&at).unwrap();
+            } else {
+                fs::remove_file(&at).unwrap();
+            }
+        }
+        if had {
+            fs::rename(&kept, &at).unwrap();
+        }
+    }
+}

@@ -199,21 +199,6 @@ fn dev_symlink_without_a_dev_mount_stays_inside_the_rootfs() {
     }
 }
 
-/// Makes a file of one kind at a path.
-type Make = fn(&Path);
-
-/// What a path a runtime opens may be instead of a file, named as gpurun's
-/// errors name it: each must be refused without blocking.
-const NOT_FILES: [(&str, Make); 3] = [
-    ("a FIFO", |p| {
-        nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap()
-    }),
-    ("a socket", |p| {
-        drop(std::os::unix::net::UnixListener::bind(p).unwrap());
-    }),
-    ("a directory", |p| fs::create_dir(p).unwrap()),
-];
-
 /// With no mount on /dev the image's own /dev is used; its /dev/null as a
 /// FIFO hung `run` for ever (init blocked in the open, SIGTERM ignored). Each
 /// wrong type gets one line naming it, and nothing is left; the null device

@@ -140,3 +140,18 @@ impl Drop for Unmount {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+
+/// Makes a file of one kind at a path.
+pub type Make = fn(&Path);
+
+/// What a path a runtime opens may be instead of a file, named as gpurun's
+/// errors name it: each must be refused without blocking.
+pub const NOT_FILES: [(&str, Make); 3] = [
+    ("a FIFO", |p| {
+        nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap()
+    }),
+    ("a socket", |p| {
+        drop(std::os::unix::net::UnixListener::bind(p).unwrap());
+    }),
+    ("a directory", |p| std::fs::create_dir(p).unwrap()),
+];
