@@ -58,9 +58,10 @@ CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path crates/vendor
 mark "libcgroups unit tests"
 # The vendored libcontainer's unit tests of the rootfs it prepares (mounts,
 # /dev, its nodes and links, all resolved inside the root), of the user
-# namespace's id maps, the supplementary groups and the hooks.
+# namespace's id maps, the supplementary groups, the hooks and /dev/console.
 CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path crates/vendor/libcontainer/Cargo.toml \
-  --features cgroupsv2_devices --lib -q -- rootfs:: user_ns:: supplementary_gids keeps_original_groups hooks::
+  --features cgroupsv2_devices --lib -q -- rootfs:: user_ns:: supplementary_gids keeps_original_groups hooks:: \
+  an_image_console test_mount_console
 mark "libcontainer unit tests"
 # End-to-end suites against real engines and schedulers (systemd.sh in
 # 6.12 VMs with systemd as PID 1, on Debian 12's root, Slurm's srun

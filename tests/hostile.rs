@@ -797,3 +797,58 @@ fn no_image_file_of_the_wrong_type_blocks_a_gpu_run() {
         }
     }
 }
+
+/// The image's own /dev (no tmpfs on it) with /dev/console not a file: a
+/// FIFO or a socket is covered by the terminal's pty, as runc covers them,
+/// never opened; a directory is one line naming it; nothing is left.
+#[test]
+fn an_image_dev_console_of_another_kind_is_covered_or_named() {
+    require_root!();
+    let [fifo, socket, directory] = NOT_FILES;
+    for (kind, make) in [fifo, socket, directory] {
+        let bundle = Bundle::busybox();
+        bundle.edit(|c| {
+            c["mounts"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|m| m["destination"] != "/dev");
+            c["root"]["readonly"] = json!(false);
+            c["process"]["terminal"] = json!(true);
+        });
+        make(&bundle.rootfs().join("dev/console"));
+        let rt = Runtime::new();
+        let scratch = Scratch::new("console");
+        let socket = scratch.path().join("console.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let id = unique("console");
+        let mut create = rt.command(["create", "--bundle", bundle.dir.to_str().unwrap()]);
+        create.arg("--console-socket").arg(&socket).arg(&id);
+        let creator = std::thread::spawn(move || run_cmd(&mut create, TIMEOUT));
+        if kind == "a directory" {
+            // The pty is sent after /dev/console is mounted: none comes.
+            let out = creator.join().unwrap();
+            let first = out.stderr.lines().next().unwrap_or_default();
+            assert!(
+                out.code != 0 && first.contains("the image's /dev/console is a directory"),
+                "{kind}: {}",
+                out.stderr
+            );
+        } else {
+            let _master = receive_console(&listener);
+            let out = creator.join().unwrap();
+            assert_eq!(out.code, 0, "{kind}: {}", out.stderr);
+            let state = rt.state(&id);
+            assert_eq!(state["status"], "created", "{kind}");
+            let pid = state["pid"].as_i64().unwrap();
+            let console = fs::metadata(format!("/proc/{pid}/root/dev/console")).unwrap();
+            use std::os::unix::fs::FileTypeExt;
+            assert!(console.file_type().is_char_device(), "{kind}: not the pty");
+            rt.run(["delete", "--force", &id]).ok();
+        }
+        assert!(rt.leftovers().is_empty(), "{kind}: {:?}", rt.leftovers());
+        assert!(
+            cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
+            "{kind}: cgroup"
+        );
+    }
+}

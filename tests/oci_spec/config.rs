@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use gpurun_tests::{cgroup_dirs, require_root, Bundle, Runtime};
+use gpurun_tests::{cgroup_dirs, receive_console, require_root, Bundle, Runtime};
 
 use super::*;
 
@@ -616,30 +616,6 @@ fn oci_version_must_be_1_x() {
     assert_ne!(out.code, 0);
     assert!(out.stderr.contains("2.0.0"), "{}", out.stderr);
     assert!(rt.leftovers().is_empty());
-}
-
-/// Receives the pty master that `--console-socket` hands over.
-fn receive_console(listener: &std::os::unix::net::UnixListener) -> fs::File {
-    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    use std::os::fd::{AsRawFd, FromRawFd};
-    let (stream, _) = listener.accept().unwrap();
-    let mut buf = [0u8; 4096];
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
-    let msg = recvmsg::<()>(
-        stream.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::empty(),
-    )
-    .unwrap();
-    for cmsg in msg.cmsgs().unwrap() {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg {
-            // SAFETY: the fd was just received and is owned by nobody else.
-            return unsafe { fs::File::from_raw_fd(fds[0]) };
-        }
-    }
-    panic!("no fd on the console socket");
 }
 
 #[test]

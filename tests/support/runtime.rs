@@ -144,3 +144,41 @@ pub fn assert_clean_failure(rt: &Runtime, args: &[&str], id: &str, want: &str) {
     }
     assert!(mounts_mentioning(&format!("/{id}/")).is_empty() || id.is_empty());
 }
+
+/// Receives the pty master that `--console-socket` hands over.
+pub fn receive_console(listener: &std::os::unix::net::UnixListener) -> fs::File {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // Within TIMEOUT, or the test fails: a create that never connects or
+    // never sends must not hang it.
+    listener.set_nonblocking(true).unwrap();
+    let start = std::time::Instant::now();
+    let stream = loop {
+        match listener.accept() {
+            Ok((stream, _)) => break stream,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && start.elapsed() < TIMEOUT => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            Err(e) => panic!("no connection on the console socket: {e}"),
+        }
+    };
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut buf = [0u8; 4096];
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let msg = recvmsg::<()>(
+        stream.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .unwrap();
+    for cmsg in msg.cmsgs().unwrap() {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            // SAFETY: the fd was just received and is owned by nobody else.
+            return unsafe { fs::File::from_raw_fd(fds[0]) };
+        }
+    }
+    panic!("no fd on the console socket");
+}

@@ -85,6 +85,9 @@ pub enum TTYError {
     CloseConsoleSocket { source: nix::Error },
     #[error("failed to create /dev/console")]
     CreateDevConsole { source: std::io::Error },
+    // gpurun patch 51: what the image has there, and the fix.
+    #[error("the image's /dev/console is {kind}: the terminal's pty is mounted there; remove it from the image, or mount a tmpfs on /dev in the spec")]
+    DevConsoleKind { kind: &'static str },
     #[error("failed to mount pty on /dev/console")]
     MountConsole {
         source: crate::syscall::SyscallError,
@@ -358,8 +361,9 @@ fn mount_console(syscall: &dyn Syscall, slave: &OwnedFd, console_path: &Path) ->
     // Ref: https://github.com/opencontainers/runc/blob/v1.4.0/libcontainer/rootfs_linux.go
     // gpurun patch: an existing /dev/console is never opened (a FIFO there
     // would block the open forever, a device node's open can have effects):
-    // it is made if missing, else only looked at, and must be a regular
-    // file or a character device to be mounted over.
+    // it is made if missing, else only looked at, and mounted over unless
+    // it is a directory or a symlink (patch 51: a FIFO or a socket is
+    // covered, as runc covers them).
     match OpenOptions::new()
         .create_new(true)
         .write(true)
@@ -369,15 +373,14 @@ fn mount_console(syscall: &dyn Syscall, slave: &OwnedFd, console_path: &Path) ->
     {
         Ok(_) => {}
         Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-            use std::os::unix::fs::FileTypeExt;
             let kind = std::fs::symlink_metadata(console_path)
                 .map_err(|source| TTYError::CreateDevConsole { source })?
                 .file_type();
-            if !(kind.is_file() || kind.is_char_device()) {
-                tracing::error!("{} is neither a file nor a character device", console_path.display());
-                return Err(TTYError::CreateDevConsole {
-                    source: std::io::Error::from_raw_os_error(libc::EINVAL),
-                });
+            if kind.is_dir() {
+                return Err(TTYError::DevConsoleKind { kind: "a directory" });
+            }
+            if kind.is_symlink() {
+                return Err(TTYError::DevConsoleKind { kind: "a symlink" });
             }
         }
         Err(err) => {
@@ -613,5 +616,32 @@ mod tests {
         // Check the mount target contains test_console_path
         assert_eq!(calls[0].target, test_console_path);
         assert_eq!(calls[0].fd, slave.as_raw_fd());
+    }
+
+    #[test]
+    fn an_image_console_of_another_kind_is_covered_or_named() {
+        use tempfile::{tempdir, tempfile};
+
+        use crate::syscall::test::TestHelperSyscall;
+
+        let tmp = tempdir().unwrap();
+        let slave = OwnedFd::from(tempfile().unwrap());
+        // A FIFO is mounted over, never opened (the open would block).
+        let fifo = tmp.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        let syscall = TestHelperSyscall::default();
+        mount_console(&syscall, &slave, &fifo).unwrap();
+        assert_eq!(syscall.get_mount_from_fd_args()[0].target, fifo);
+        // A directory or a symlink: named, nothing mounted.
+        let dir = tmp.path().join("dir");
+        std::fs::create_dir(&dir).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        for (path, kind) in [(dir, "a directory"), (link, "a symlink")] {
+            let syscall = TestHelperSyscall::default();
+            let err = mount_console(&syscall, &slave, &path).unwrap_err().to_string();
+            assert!(err.contains(&format!("/dev/console is {kind}")), "{err}");
+            assert!(syscall.get_mount_from_fd_args().is_empty());
+        }
     }
 }
