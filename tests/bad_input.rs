@@ -83,12 +83,8 @@ fn id_with_slash_or_dots() {
     let b = bundle.dir.to_str().unwrap();
     for id in ["a/b", "..", ".", "../escape", "x y", ""] {
         let out = rt.run(["create", "--bundle", b, id]);
-        assert_eq!(
-            out.code,
-            if id.is_empty() { 2 } else { 1 },
-            "{id:?}: {}",
-            out.stderr
-        );
+        // runc's 1, the empty id (a usage error) included.
+        assert_eq!(out.code, 1, "{id:?}: {}", out.stderr);
         assert!(!out.stderr.is_empty());
     }
     assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
