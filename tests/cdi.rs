@@ -934,3 +934,50 @@ fn no_image_file_of_the_wrong_type_blocks_the_cdi_hooks() {
         }
     }
 }
+
+/// A WSL2 host's spec (`gpu cdi` over the fake WSL2 host): one device,
+/// "all", `/dev/dxg` in the common edits, the driver store at its own
+/// path, no CUDA compat hook (Windows' libcuda); applied as containerd
+/// applies it, it runs under gpurun with the hooks done natively: the
+/// store's libraries resolve through the cache (nvidia-smi 9, CUDA 100).
+#[test]
+fn a_wsl2_hosts_spec_runs_with_the_hooks_done_natively() {
+    require_root!();
+    let host = GpuFixtures::get().wsl();
+    let scratch = Scratch::new("wsl-cdi");
+    let path = scratch.path().join("nvidia.json");
+    let rt = Runtime::new();
+    rt.run(host.args(&["gpu", "cdi", "-o", path.to_str().unwrap()]))
+        .ok();
+    let spec: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    let names: Vec<&str> = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["all"]);
+    assert_eq!(spec["containerEdits"]["deviceNodes"][0]["path"], "/dev/dxg");
+    let hooks = spec["containerEdits"]["hooks"].to_string();
+    assert!(!hooks.contains("enable-cuda-compat"), "{hooks}");
+    assert!(hooks.contains("/usr/lib/wsl/lib"), "{hooks}");
+    let bundle = Bundle::glibc(None);
+    bundle.set_process(
+        &[
+            "sh",
+            "-c",
+            "[ -c /dev/dxg ] && echo dxg; nvidia-smi >/dev/null 2>&1; echo smi=$?; \
+             LD_LIBRARY_PATH=/opt/cudart cuda_probe >/dev/null 2>&1; echo cuda=$?",
+        ],
+        &[],
+    );
+    apply_cdi(&bundle, &spec, "all", false);
+    let dir = bundle.dir.to_string_lossy();
+    let out = rt.run(host.args(&["run", "--bundle", &dir, &unique("wsl")]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["dxg", "smi=9", "cuda=100"]
+    );
+    assert!(rt.leftovers().is_empty(), "{:?}", rt.leftovers());
+}

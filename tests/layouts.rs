@@ -263,3 +263,96 @@ fn graphics_makes_glvnd_load_the_nvidia_egl_vendor_library() {
         }
     }
 }
+
+/// The fake WSL2 host's driver store, as the container sees it.
+const STORE: &str = "/usr/lib/wsl/drivers/nv_dispi.inf_amd64_7f5b3e0a6d3c4f21";
+
+/// WSL2 (Docker Desktop, Podman on Windows): `/dev/dxg` is the GPU, the
+/// driver store goes in at its own path (libcuda beside its nvcubins.bin),
+/// `libdxcore.so` at WSL's, nvidia-smi in /usr/bin, and the linker cache
+/// lists both folders: the ladder holds (nvidia-smi 9, cudaGetDeviceCount
+/// 100) with exactly the capabilities' files, root and rootless; the
+/// store's .inf never goes in.
+#[test]
+fn a_wsl2_host_gives_dxg_and_its_driver_store() {
+    require_root!();
+    let host = GpuFixtures::get().wsl();
+    let probe = format!(
+        "[ -c /dev/dxg ] && echo dxg; ls {STORE} /usr/lib/wsl/lib 2>/dev/null | grep -v -e : -e '^$' | sort; \
+         ldconfig -p | grep -o '=> /usr/lib/wsl/.*' | sort; \
+         [ -e /usr/bin/nvidia-smi ] && echo smi-in-bin; nvidia-smi >/dev/null 2>&1; echo smi=$?; \
+         cuda_probe >/dev/null 2>&1; echo cuda=$?"
+    );
+    for who in As::both() {
+        let bundle = Bundle::glibc(who.user());
+        let rootfs = bundle.rootfs().to_string_lossy().into_owned();
+        let rt = Runtime::as_who(who.clone());
+        let run = |caps: &str| {
+            let out = rt.run(host.args(&[
+                "run",
+                "--rootfs",
+                &rootfs,
+                "--gpus",
+                "all",
+                "--gpu-capabilities",
+                caps,
+                "--",
+                "sh",
+                "-c",
+                &probe,
+            ]));
+            assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+            assert_eq!(out.code, 0, "{who:?} {caps}: {}", out.stderr);
+            out.stdout
+        };
+        let mut want: Vec<String> = [
+            "dxg",
+            "libdxcore.so",
+            "libnvdxgdmal.so.1",
+            "libnvidia-ml.so.1",
+            "libnvidia-ml_loader.so",
+        ]
+        .map(String::from)
+        .to_vec();
+        for name in [
+            "libnvdxgdmal.so.1",
+            "libnvidia-ml.so.1",
+            "libnvidia-ml_loader.so",
+        ] {
+            want.push(format!("=> {STORE}/{name}"));
+        }
+        want.push("=> /usr/lib/wsl/lib/libdxcore.so".into());
+        want.extend(["smi-in-bin", "smi=9", "cuda=35"].map(String::from));
+        assert_eq!(
+            run("utility").lines().collect::<Vec<_>>(),
+            want,
+            "{who:?} utility"
+        );
+
+        let compute = run("compute");
+        let lines: Vec<&str> = compute.lines().collect();
+        for name in [
+            "libcuda.so.1",
+            "libcuda.so.1.1",
+            "libcuda_loader.so",
+            "libnvidia-ptxjitcompiler.so.1",
+            "nvcubins.bin",
+            "nvcuda64.dll",
+            "libdxcore.so",
+        ] {
+            assert!(
+                lines.contains(&name),
+                "{who:?} compute: no {name}: {compute}"
+            );
+        }
+        let cuda_entry = format!("=> {STORE}/libcuda.so.1");
+        assert!(lines.contains(&cuda_entry.as_str()), "{who:?}: {compute}");
+        assert!(!lines.contains(&"libnvidia-ml.so.1"), "{who:?}: {compute}");
+        assert!(!compute.contains("nv_dispi.inf\n"), "{who:?}: {compute}");
+        assert_eq!(
+            lines[lines.len() - 2..],
+            ["smi=127", "cuda=100"],
+            "{who:?}: {compute}"
+        );
+    }
+}

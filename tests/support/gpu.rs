@@ -102,6 +102,36 @@ impl GpuFixtures {
     }
 }
 
+impl GpuFixtures {
+    /// A fake WSL2 host (`scripts/fixtures/fake-wsl-host.sh`) made from this
+    /// host's driver files, built once per test binary.
+    pub fn wsl(&self) -> FakeHost {
+        static HOST: std::sync::OnceLock<FakeHost> = std::sync::OnceLock::new();
+        HOST.get_or_init(|| {
+            let dir = per_process_dir("wsl-host");
+            let out = run_cmd(
+                Command::new("sh")
+                    .arg(repo().join("scripts/fixtures/fake-wsl-host.sh"))
+                    .arg(self.dir.join("host"))
+                    .arg(&dir),
+                Duration::from_secs(60),
+            );
+            assert_eq!(out.code, 0, "fake-wsl-host.sh: {}", out.stderr);
+            let _ = Command::new("chmod")
+                .arg("-R")
+                .arg("a+rX")
+                .arg(&dir)
+                .status();
+            let flags = fs::read_to_string(dir.join("flags")).unwrap();
+            FakeHost {
+                dir,
+                flags: flags.split_whitespace().map(str::to_owned).collect(),
+            }
+        })
+        .clone()
+    }
+}
+
 /// A fake GPU host of one layout.
 #[derive(Clone, Debug)]
 pub struct FakeHost {

@@ -143,10 +143,13 @@ pub fn spec(inv: &Inventory, hooks: &HookProgram) -> Value {
             "--link".into(),
             format!("libcuda.so.1::{dir}/libcuda.so"),
         ]));
-        spec_hooks.push(hooks.hook(&[
-            "enable-cuda-compat".into(),
-            format!("--host-driver-version={}", inv.driver_version),
-        ]));
+        // WSL2's libcuda is Windows' own: no compat libraries replace it.
+        if inv.wsl.is_none() {
+            spec_hooks.push(hooks.hook(&[
+                "enable-cuda-compat".into(),
+                format!("--host-driver-version={}", inv.driver_version),
+            ]));
+        }
     }
     if !driver.folders.is_empty() {
         let mut args = vec!["update-ldcache".to_owned()];

@@ -32,6 +32,9 @@ pub enum FileKind {
     Directory,
     /// A loader's vendor file (glvnd, Vulkan, EGL external platforms).
     Config,
+    /// A file the driver reads beside its libraries (WSL2's driver store:
+    /// `nvcubins.bin`, DLLs).
+    Data,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -277,7 +280,7 @@ pub fn library_dirs(root: &Rootfs, looked: &mut Looked, platform: &Platform) -> 
 
 /// The names in a directory of the root, read through a descriptor
 /// opened inside it.
-fn names_in(root: &Rootfs, dir: &Path, looked: &mut Looked) -> Vec<String> {
+pub(crate) fn names_in(root: &Rootfs, dir: &Path, looked: &mut Looked) -> Vec<String> {
     looked.at(root, dir);
     let Ok(handle) = root.open_in(dir, libc::O_RDONLY | libc::O_DIRECTORY) else {
         return Vec::new();
@@ -312,7 +315,7 @@ pub fn library_version(root: &Rootfs, dirs: &LibraryDirs, looked: &mut Looked) -
     None
 }
 
-fn relative(in_root: &Path) -> PathBuf {
+pub(crate) fn relative(in_root: &Path) -> PathBuf {
     in_root.strip_prefix("/").unwrap_or(in_root).to_path_buf()
 }
 

@@ -252,6 +252,7 @@ pub mod spec {
             firmware: Vec::new(),
             notes: Vec::new(),
             platform: crate::platform::Platform::native(),
+            wsl: None,
         }
     }
 

@@ -23,6 +23,7 @@ pub use crate::gpus::{DeviceNode, Gpu, MigDevice};
 use crate::inventory_cache::{self, PathState};
 use crate::platform::Platform;
 use crate::roots::Roots;
+use crate::wsl::{self, WslHost};
 use safe_fs::Rootfs;
 
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +54,9 @@ pub struct Inventory {
     /// The host's architecture: its library directories and linker-cache
     /// flags.
     pub platform: &'static Platform,
+    /// A WSL2 host's driver store and dxcore, where this is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wsl: Option<WslHost>,
 }
 
 impl Inventory {
@@ -102,6 +106,9 @@ pub fn discover_cached(
             roots.driver_root.display()
         )
     })?;
+    if let Some(host) = wsl::detect(&root, &roots.dev_root, &mut Looked::default()) {
+        return wsl_inventory(roots, &root, host);
+    }
     let module = read_proc_driver(&roots.proc_root);
     let cache = cache_dir
         .filter(|_| source == Source::Procfs)
@@ -150,6 +157,42 @@ pub fn discover_cached(
         facts.gpus,
         found,
     ))
+}
+
+/// A WSL2 host's inventory: no procfs driver there, so the facts come from
+/// the store's NVML (in a child, as always) whatever the source; without
+/// it the version is "unknown", and a requirement on it is refused.
+fn wsl_inventory(roots: &Roots, root: &Rootfs, host: WslHost) -> Result<Inventory> {
+    if host.driver_stores.is_empty() {
+        bail!(
+            "a WSL2 host ({} is there) with no NVIDIA driver store under {}{}: install the NVIDIA driver on Windows, or set --driver-root to where WSL's /usr/lib/wsl is",
+            wsl::DXG,
+            roots.driver_root.display(),
+            wsl::DRIVER_STORE_DIR
+        );
+    }
+    let mut looked = Looked::default();
+    let platform = Platform::native();
+    let found = wsl::files(root, &host, &mut looked, platform);
+    let nvml = found
+        .files
+        .get(&Capability::Utility)
+        .into_iter()
+        .flatten()
+        .find(|f| f.soname.as_deref() == Some("libnvidia-ml.so.1"))
+        .and_then(|f| crate::nvml::query_isolated(&f.host_path));
+    let (source, version, cuda, gpus) = match nvml {
+        Some(facts) => ("nvml", facts.driver_version, facts.cuda_version, facts.gpus),
+        None => ("none", "unknown".to_owned(), None, Vec::new()),
+    };
+    let mut inventory = assemble(roots, source, version, None, cuda, gpus, found);
+    if source == "none" {
+        inventory.notes.push(
+            "WSL2: the driver store's NVML did not answer: driver version and GPUs unknown".into(),
+        );
+    }
+    inventory.wsl = Some(host);
+    Ok(inventory)
 }
 
 /// The driver version and GPUs: from NVML where `source` allows and it
@@ -229,9 +272,11 @@ fn assemble(
     let nodes = scan_nodes(&roots.dev_root);
     let sys = roots.dev_root.join("sys/bus/pci/devices");
     for gpu in &mut gpus {
+        // On WSL2 one node, /dev/dxg, is every GPU's.
         gpu.node = nodes
             .iter()
             .find(|n| n.path == format!("/dev/nvidia{}", gpu.minor))
+            .or_else(|| nodes.iter().find(|n| n.path == wsl::DXG))
             .cloned();
         gpu.drm_nodes = drm_nodes(&roots.dev_root, &sys, &gpu.pci_bus_id);
         attach_mig_nodes(gpu, &roots.proc_root, &nodes);
@@ -241,6 +286,7 @@ fn assemble(
         "/dev/nvidia-uvm",
         "/dev/nvidia-uvm-tools",
         "/dev/nvidia-modeset",
+        wsl::DXG,
     ]
     .iter()
     .filter_map(|p| nodes.iter().find(|n| n.path == *p).cloned())
@@ -276,6 +322,7 @@ fn assemble(
         firmware,
         notes,
         platform: Platform::native(),
+        wsl: None,
     }
 }
 
@@ -480,7 +527,7 @@ fn scan_nodes(dev_root: &Path) -> Vec<DeviceNode> {
             let name = e.file_name().to_string_lossy().into_owned();
             let wanted = matches!(
                 name.as_str(),
-                "nvidiactl" | "nvidia-uvm" | "nvidia-uvm-tools" | "nvidia-modeset"
+                "nvidiactl" | "nvidia-uvm" | "nvidia-uvm-tools" | "nvidia-modeset" | "dxg"
             ) || name
                 .strip_prefix("nvidia")
                 .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));

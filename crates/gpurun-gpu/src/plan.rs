@@ -384,7 +384,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         capabilities: caps.iter().copied().collect(),
         device_nodes: nodes,
         mounts,
-        env: visible_env(req, &gpus, caps),
+        env: visible_env(req, &gpus, caps, inv.wsl.is_some()),
         ldcache: ldcache_entries,
         proc_driver_nvidia: gpu_request.then(|| proc_copy(inv, &gpus)).flatten(),
         drop_prestart_hooks: req.docker_hooks.clone(),
@@ -438,7 +438,7 @@ fn device_nodes(
     let mut nodes: Vec<DeviceNode> = Vec::new();
     for n in inv.control_nodes.iter().filter(|_| gpu_request) {
         let wanted = match n.path.as_str() {
-            "/dev/nvidiactl" => true,
+            "/dev/nvidiactl" | crate::wsl::DXG => true,
             "/dev/nvidia-uvm" | "/dev/nvidia-uvm-tools" => caps.contains(&Capability::Compute),
             "/dev/nvidia-modeset" => wants_drm,
             _ => false,
@@ -577,9 +577,21 @@ fn driver_mounts(
         };
         match f.kind {
             FileKind::Library => {
-                let dir = if f.compat32 { &lib32_dir } else { &lib_dir };
+                // A library with a place of its own (WSL2's driver store)
+                // stays beside the files it reads, under its SONAME or,
+                // lacking one, its name, as ldconfig lists it.
+                let own_dir = f.container_path.as_deref().and_then(Path::parent);
+                let dir = match own_dir {
+                    Some(own) => own,
+                    None if f.compat32 => &lib32_dir,
+                    None => &lib_dir,
+                };
                 mounts.push(mount(dir.join(&name), ro_options(true)));
-                if let Some(soname) = &f.soname {
+                let listed = f
+                    .soname
+                    .clone()
+                    .or_else(|| own_dir.map(|_| name.to_string_lossy().into_owned()));
+                if let Some(soname) = &listed {
                     if Path::new(soname) != name {
                         mounts.push(mount(dir.join(soname), ro_options(true)));
                     }
@@ -597,7 +609,11 @@ fn driver_mounts(
             FileKind::Binary => {
                 mounts.push(mount(Path::new("/usr/bin").join(&name), ro_options(true)))
             }
-            FileKind::Firmware | FileKind::Socket | FileKind::Directory | FileKind::Config => {
+            FileKind::Firmware
+            | FileKind::Socket
+            | FileKind::Directory
+            | FileKind::Config
+            | FileKind::Data => {
                 let destination = f
                     .container_path
                     .clone()
@@ -632,7 +648,9 @@ fn other_file_options(kind: FileKind) -> Vec<String> {
     match kind {
         // A read-only mount refuses writes to files, not connects to a
         // socket in it.
-        FileKind::Firmware | FileKind::Config | FileKind::Socket => ro_options(false),
+        FileKind::Firmware | FileKind::Config | FileKind::Socket | FileKind::Data => {
+            ro_options(false)
+        }
         _ => vec![
             "nosuid".into(),
             "nodev".into(),
@@ -679,13 +697,21 @@ fn compat_first(compat: &CudaCompat, platform: &Platform, entries: &mut [Entry])
 
 /// `NVIDIA_VISIBLE_DEVICES` as the GPUs' UUIDs (when the request came from
 /// elsewhere than the env, or was "all") and `NVIDIA_DRIVER_CAPABILITIES`.
-fn visible_env(req: &Request, gpus: &[&Gpu], caps: &BTreeSet<Capability>) -> Vec<String> {
+fn visible_env(
+    req: &Request,
+    gpus: &[&Gpu],
+    caps: &BTreeSet<Capability>,
+    wsl: bool,
+) -> Vec<String> {
     let mut env = Vec::new();
     if req.devices == DeviceSelection::Void {
         return env;
     }
     if req.sources.iter().any(|s| s != "env") || req.devices == DeviceSelection::All {
-        let list = if gpus.is_empty() {
+        let list = if gpus.is_empty() && wsl {
+            // /dev/dxg is every GPU, whether NVML named them or not.
+            "all".to_owned()
+        } else if gpus.is_empty() {
             "none".to_owned()
         } else {
             gpus.iter()
@@ -834,6 +860,7 @@ mod tests {
             firmware: Vec::new(),
             notes: Vec::new(),
             platform: crate::platform::Platform::native(),
+            wsl: None,
         }
     }
 

@@ -32,7 +32,7 @@ pub fn features() -> Result<()> {
             "mountExtensions": { "idmap": { "enabled": true } }
         },
         "annotations": {
-            "org.gpurun.gpu": "native NVIDIA GPU injection (NVIDIA_VISIBLE_DEVICES, CDI names)",
+            "org.gpurun.gpu": "native NVIDIA GPU injection (NVIDIA_VISIBLE_DEVICES, CDI names; WSL2 hosts through /dev/dxg)",
             "io.github.seccomp.libseccomp.version": "2.5"
         }
     });

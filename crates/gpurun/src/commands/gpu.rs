@@ -37,6 +37,21 @@ fn info(roots: &gpurun_gpu::Roots, json: bool) -> Result<()> {
         inv.cuda_version.as_deref().unwrap_or("unknown")
     );
     println!("Source:         {}", inv.source);
+    if let Some(wsl) = &inv.wsl {
+        let stores: Vec<String> = wsl
+            .driver_stores
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect();
+        println!(
+            "WSL2:           {} (driver store {})",
+            gpurun_gpu::wsl::DXG,
+            stores.join(", ")
+        );
+    }
+    for note in &inv.notes {
+        println!("Note:           {note}");
+    }
     for g in &inv.gpus {
         println!();
         println!("Device Index:   {}", g.index);

@@ -67,6 +67,28 @@ fn report_driver_files(r: &mut Report, roots: &Roots, inv: &Inventory, plan: &Pl
             plan.mounts.len()
         ),
     );
+    if let Some(wsl) = &inv.wsl {
+        let stores: Vec<String> = wsl
+            .driver_stores
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect();
+        r.line(
+            Level::Ok,
+            true,
+            "WSL2",
+            format!(
+                "{} and the driver store {}{}",
+                gpurun_gpu::wsl::DXG,
+                stores.join(", "),
+                if wsl.dxcore.is_some() {
+                    ", with libdxcore.so"
+                } else {
+                    ", without libdxcore.so"
+                }
+            ),
+        );
+    }
     for note in &inv.notes {
         r.line(Level::Info, true, "driver files", note);
     }
@@ -105,6 +127,13 @@ fn report_kernel_driver(r: &mut Report, roots: &Roots) -> bool {
             true,
             "kernel driver",
             "loaded and answering (NVML)",
+        );
+    } else if roots.dev_root.join("dev/dxg").exists() {
+        r.line(
+            Level::Info,
+            true,
+            "kernel driver",
+            "WSL2: the GPU is Windows', reached through /dev/dxg, and NVML does not answer: nvidia-smi in a container will exit 9",
         );
     } else if kernel.is_file() {
         r.line(
