@@ -356,3 +356,74 @@ fn a_wsl2_host_gives_dxg_and_its_driver_store() {
         );
     }
 }
+
+/// JetPack's library folder on the fake Jetson.
+const TEGRA: &str = "/usr/lib/aarch64-linux-gnu/tegra";
+
+/// A Jetson in CSV mode: the container gets exactly what the CSV files list
+/// and the host has (the listed nodes, the directory, the libraries with
+/// their linker-cache entries, the non-library link's file, the release
+/// file), nothing they do not (the host's /dev/nvidia0, the listed library
+/// link, what the host lacks), for `all`, GPU 0 and the CDI name `igpu0`;
+/// `void` gets nothing. cudaGetDeviceCount finds libcuda (100).
+#[test]
+fn a_tegra_host_gets_exactly_what_its_csv_lists() {
+    require_root!();
+    let host = GpuFixtures::get().tegra();
+    let probe = format!(
+        "find /dev -name 'nv*' -o -path '/dev/nvgpu/*' | sort; ls {TEGRA} 2>/dev/null; \
+         ls /usr/src/jetson_multimedia_api 2>/dev/null; [ -f /etc/vulkan/icd.d/nvidia_icd.json ] && echo icd; \
+         [ -f /etc/nv_tegra_release ] && echo release; ldconfig -p | grep -o '=> {TEGRA}/.*' | sort; \
+         LD_LIBRARY_PATH=/opt/cudart cuda_probe >/dev/null 2>&1; echo cuda=$?"
+    );
+    let want: Vec<String> = [
+        "/dev/nvgpu",
+        "/dev/nvgpu/igpu0",
+        "/dev/nvgpu/igpu0/as",
+        "/dev/nvgpu/igpu0/ctrl",
+        "/dev/nvhost-ctrl-gpu",
+        "/dev/nvhost-prof-gpu",
+        "/dev/nvmap",
+        "libcuda.so.1",
+        "libcuda.so.1.1",
+        "libnvrm_gpu.so",
+        "nvidia_icd.json",
+        "README",
+        "icd",
+        "release",
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain(["libcuda.so.1", "libnvrm_gpu.so"].map(|n| format!("=> {TEGRA}/{n}")))
+    .chain(["cuda=100".to_owned()])
+    .collect();
+    let rt = Runtime::new();
+    for request in ["all", "0", "nvidia.com/gpu=igpu0", "void"] {
+        let bundle = Bundle::glibc(None);
+        let visible = format!("NVIDIA_VISIBLE_DEVICES={request}");
+        bundle.set_process(&["sh", "-c", &probe], &[visible.as_str()]);
+        let dir = bundle.dir.to_string_lossy();
+        let out = rt.run(host.args(&["run", "--bundle", &dir, &unique("tegra")]));
+        assert_eq!(out.code, 0, "{request}: {}", out.stderr);
+        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+        let got: Vec<&str> = out.stdout.lines().collect();
+        if request == "void" {
+            assert_eq!(got, ["cuda=35"], "{request}");
+        } else {
+            assert_eq!(got, want, "{request}");
+        }
+    }
+    // What the CSV lists and the host lacks is named, not silently dropped.
+    let info = rt.run(host.args(&["gpu", "info"]));
+    assert!(
+        info.stdout.contains("/dev/nvhost-vic (listed in"),
+        "{}",
+        info.stdout
+    );
+    assert!(
+        info.stdout.contains("libnvos.so (listed in"),
+        "{}",
+        info.stdout
+    );
+    assert!(info.stdout.contains("L4T R36.4.3"), "{}", info.stdout);
+}

@@ -107,28 +107,39 @@ impl GpuFixtures {
     /// host's driver files, built once per test binary.
     pub fn wsl(&self) -> FakeHost {
         static HOST: std::sync::OnceLock<FakeHost> = std::sync::OnceLock::new();
-        HOST.get_or_init(|| {
-            let dir = per_process_dir("wsl-host");
-            let out = run_cmd(
-                Command::new("sh")
-                    .arg(repo().join("scripts/fixtures/fake-wsl-host.sh"))
-                    .arg(self.dir.join("host"))
-                    .arg(&dir),
-                Duration::from_secs(60),
-            );
-            assert_eq!(out.code, 0, "fake-wsl-host.sh: {}", out.stderr);
-            let _ = Command::new("chmod")
-                .arg("-R")
-                .arg("a+rX")
-                .arg(&dir)
-                .status();
-            let flags = fs::read_to_string(dir.join("flags")).unwrap();
-            FakeHost {
-                dir,
-                flags: flags.split_whitespace().map(str::to_owned).collect(),
-            }
-        })
-        .clone()
+        HOST.get_or_init(|| self.derived_host("fake-wsl-host.sh", "wsl-host"))
+            .clone()
+    }
+
+    /// A fake Jetson in CSV mode (`scripts/fixtures/fake-tegra-host.sh`),
+    /// built once per test binary.
+    pub fn tegra(&self) -> FakeHost {
+        static HOST: std::sync::OnceLock<FakeHost> = std::sync::OnceLock::new();
+        HOST.get_or_init(|| self.derived_host("fake-tegra-host.sh", "tegra-host"))
+            .clone()
+    }
+
+    /// A host `script` makes from this host's driver files.
+    fn derived_host(&self, script: &str, name: &str) -> FakeHost {
+        let dir = per_process_dir(name);
+        let out = run_cmd(
+            Command::new("sh")
+                .arg(repo().join("scripts/fixtures").join(script))
+                .arg(self.dir.join("host"))
+                .arg(&dir),
+            Duration::from_secs(60),
+        );
+        assert_eq!(out.code, 0, "{script}: {}", out.stderr);
+        let _ = Command::new("chmod")
+            .arg("-R")
+            .arg("a+rX")
+            .arg(&dir)
+            .status();
+        let flags = fs::read_to_string(dir.join("flags")).unwrap();
+        FakeHost {
+            dir,
+            flags: flags.split_whitespace().map(str::to_owned).collect(),
+        }
     }
 }
 

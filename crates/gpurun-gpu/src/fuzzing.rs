@@ -253,6 +253,7 @@ pub mod spec {
             notes: Vec::new(),
             platform: crate::platform::Platform::native(),
             wsl: None,
+            tegra: None,
         }
     }
 

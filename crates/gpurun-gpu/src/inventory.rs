@@ -23,6 +23,7 @@ pub use crate::gpus::{DeviceNode, Gpu, MigDevice};
 use crate::inventory_cache::{self, PathState};
 use crate::platform::Platform;
 use crate::roots::Roots;
+use crate::tegra::{self, TegraHost};
 use crate::wsl::{self, WslHost};
 use safe_fs::Rootfs;
 
@@ -57,6 +58,17 @@ pub struct Inventory {
     /// A WSL2 host's driver store and dxcore, where this is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wsl: Option<WslHost>,
+    /// A Tegra host's CSV files and what they list (CSV mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tegra: Option<TegraHost>,
+}
+
+impl Inventory {
+    /// One set of nodes serves every GPU (WSL2's /dev/dxg, a Tegra's CSV
+    /// nodes): a GPU request gets them whichever GPUs it names.
+    pub fn one_node_set(&self) -> bool {
+        self.wsl.is_some() || self.tegra.is_some()
+    }
 }
 
 impl Inventory {
@@ -110,6 +122,11 @@ pub fn discover_cached(
         return wsl_inventory(roots, &root, host);
     }
     let module = read_proc_driver(&roots.proc_root);
+    if module.is_none() {
+        if let Some(host) = tegra::detect(&root, &roots.dev_root, &mut Looked::default()) {
+            return Ok(tegra_inventory(roots, &root, host));
+        }
+    }
     let cache = cache_dir
         .filter(|_| source == Source::Procfs)
         .zip(module.as_ref());
@@ -193,6 +210,85 @@ fn wsl_inventory(roots: &Roots, root: &Rootfs, host: WslHost) -> Result<Inventor
     }
     inventory.wsl = Some(host);
     Ok(inventory)
+}
+
+/// A Tegra host's inventory (CSV mode): the integrated GPU as GPU 0
+/// (`igpu0`, the name LXD and the toolkit give it), the CSV's nodes for
+/// every GPU request, and its files for every capability, as the toolkit
+/// mounts the whole list whatever is asked.
+fn tegra_inventory(roots: &Roots, root: &Rootfs, host: TegraHost) -> Inventory {
+    let platform = Platform::native();
+    let mut notes: Vec<String> = host
+        .list
+        .skipped
+        .iter()
+        .map(|line| {
+            format!(
+                "{}: line not understood, passed over: {line:?}",
+                tegra::CSV_DIR
+            )
+        })
+        .collect();
+    let listed = tegra::files(root, &host, platform, &mut notes);
+    let mut nodes = Vec::new();
+    for (_, entry) in host
+        .list
+        .entries
+        .iter()
+        .filter(|(k, _)| *k == tegra::Kind::Dev)
+    {
+        let path = tegra::device_path(entry);
+        match node_at(&roots.dev_root, &path) {
+            Some(node) => nodes.push(node),
+            None => notes.push(format!(
+                "{path} (listed in {}) is no device node here: not injected",
+                tegra::CSV_DIR
+            )),
+        }
+    }
+    let mut files = BTreeMap::new();
+    for cap in Capability::ALL {
+        files.insert(cap, listed.clone());
+    }
+    let found = DriverFiles {
+        files,
+        firmware: Vec::new(),
+        notes,
+    };
+    let igpu = Gpu {
+        index: 0,
+        minor: 0,
+        uuid: "igpu0".into(),
+        pci_bus_id: String::new(),
+        model: match host.release.as_deref().and_then(tegra::l4t_release) {
+            Some(release) => format!("Tegra integrated GPU (L4T {release})"),
+            None => "Tegra integrated GPU".into(),
+        },
+        arch: None,
+        brand: None,
+        node: None,
+        drm_nodes: Vec::new(),
+        migs: Vec::new(),
+    };
+    let mut inventory = assemble(
+        roots,
+        "csv",
+        "unknown".into(),
+        None,
+        None,
+        vec![igpu],
+        found,
+    );
+    nodes.sort();
+    inventory.control_nodes = nodes;
+    // Only what the CSV lists: not a /dev/nvidia0 or DRM node of the dev
+    // root that assemble matched to GPU 0.
+    for gpu in &mut inventory.gpus {
+        gpu.node = None;
+        gpu.drm_nodes.clear();
+    }
+    inventory.tegra = Some(host);
+    inventory
 }
 
 /// The driver version and GPUs: from NVML where `source` allows and it
@@ -323,6 +419,7 @@ fn assemble(
         notes,
         platform: Platform::native(),
         wsl: None,
+        tegra: None,
     }
 }
 

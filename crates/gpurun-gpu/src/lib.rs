@@ -32,6 +32,7 @@ pub mod require;
 pub mod roots;
 pub mod slurm;
 pub mod spec_env;
+pub mod tegra;
 pub mod wsl;
 
 pub use caps::Capability;

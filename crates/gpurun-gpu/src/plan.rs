@@ -384,7 +384,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         capabilities: caps.iter().copied().collect(),
         device_nodes: nodes,
         mounts,
-        env: visible_env(req, &gpus, caps, inv.wsl.is_some()),
+        env: visible_env(req, &gpus, caps, inv.one_node_set()),
         ldcache: ldcache_entries,
         proc_driver_nvidia: gpu_request.then(|| proc_copy(inv, &gpus)).flatten(),
         drop_prestart_hooks: req.docker_hooks.clone(),
@@ -441,7 +441,8 @@ fn device_nodes(
             "/dev/nvidiactl" | crate::wsl::DXG => true,
             "/dev/nvidia-uvm" | "/dev/nvidia-uvm-tools" => caps.contains(&Capability::Compute),
             "/dev/nvidia-modeset" => wants_drm,
-            _ => false,
+            // A Tegra's CSV lists the nodes every GPU container gets.
+            _ => inv.tegra.is_some(),
         };
         if wanted {
             nodes.push(n.clone());
@@ -453,6 +454,7 @@ fn device_nodes(
         }
         match &gpu.node {
             Some(node) => nodes.push(node.clone()),
+            None if inv.tegra.is_some() => {}
             None => bail!(
                 "GPU {} ({}) has no device node {}/dev/nvidia{}: create it, or check --dev-root",
                 gpu.index,
@@ -701,15 +703,15 @@ fn visible_env(
     req: &Request,
     gpus: &[&Gpu],
     caps: &BTreeSet<Capability>,
-    wsl: bool,
+    one_node_set: bool,
 ) -> Vec<String> {
     let mut env = Vec::new();
     if req.devices == DeviceSelection::Void {
         return env;
     }
     if req.sources.iter().any(|s| s != "env") || req.devices == DeviceSelection::All {
-        let list = if gpus.is_empty() && wsl {
-            // /dev/dxg is every GPU, whether NVML named them or not.
+        let list = if one_node_set {
+            // One node set is every GPU, whether they are named or not.
             "all".to_owned()
         } else if gpus.is_empty() {
             "none".to_owned()
@@ -861,6 +863,7 @@ mod tests {
             notes: Vec::new(),
             platform: crate::platform::Platform::native(),
             wsl: None,
+            tegra: None,
         }
     }
 

@@ -49,6 +49,13 @@ fn info(roots: &gpurun_gpu::Roots, json: bool) -> Result<()> {
             stores.join(", ")
         );
     }
+    if let Some(tegra) = &inv.tegra {
+        println!(
+            "Tegra:          CSV mode, {} entries from {}",
+            tegra.list.entries.len(),
+            tegra.csv_files.join(", ")
+        );
+    }
     for note in &inv.notes {
         println!("Note:           {note}");
     }

@@ -52,6 +52,13 @@ pub(super) fn check_gpu(r: &mut Report, ctx: &Ctx, user: &UserIds) -> Option<boo
     Some(answers)
 }
 
+/// The files a GPU container most needs, and what they are.
+const EXPECTED: [(&str, &str); 3] = [
+    ("nvidia-smi", "nvidia-smi (an ELF program)"),
+    ("libnvidia-ml.so.1", "libnvidia-ml.so.1"),
+    ("libcuda.so.1", "libcuda.so.1"),
+];
+
 /// The driver found, and the files a GPU container most needs.
 fn report_driver_files(r: &mut Report, roots: &Roots, inv: &Inventory, plan: &Plan) {
     r.line(
@@ -67,28 +74,7 @@ fn report_driver_files(r: &mut Report, roots: &Roots, inv: &Inventory, plan: &Pl
             plan.mounts.len()
         ),
     );
-    if let Some(wsl) = &inv.wsl {
-        let stores: Vec<String> = wsl
-            .driver_stores
-            .iter()
-            .map(|s| s.display().to_string())
-            .collect();
-        r.line(
-            Level::Ok,
-            true,
-            "WSL2",
-            format!(
-                "{} and the driver store {}{}",
-                gpurun_gpu::wsl::DXG,
-                stores.join(", "),
-                if wsl.dxcore.is_some() {
-                    ", with libdxcore.so"
-                } else {
-                    ", without libdxcore.so"
-                }
-            ),
-        );
-    }
+    report_platform(r, inv);
     for note in &inv.notes {
         r.line(Level::Info, true, "driver files", note);
     }
@@ -97,11 +83,9 @@ fn report_driver_files(r: &mut Report, roots: &Roots, inv: &Inventory, plan: &Pl
             .iter()
             .any(|m| m.destination.file_name().is_some_and(|f| f == name))
     };
-    for (file, what) in [
-        ("nvidia-smi", "nvidia-smi (an ELF program)"),
-        ("libnvidia-ml.so.1", "libnvidia-ml.so.1"),
-        ("libcuda.so.1", "libcuda.so.1"),
-    ] {
+    // A Tegra's CSV says what containers get; it need not hold these.
+    let expected: &[(&str, &str)] = if inv.tegra.is_some() { &[] } else { &EXPECTED };
+    for (file, what) in expected.iter().copied() {
         if !has(file) {
             r.line(
                 Level::Warn,
@@ -127,6 +111,13 @@ fn report_kernel_driver(r: &mut Report, roots: &Roots) -> bool {
             true,
             "kernel driver",
             "loaded and answering (NVML)",
+        );
+    } else if roots.driver_root.join("etc/nv_tegra_release").exists() {
+        r.line(
+            Level::Info,
+            true,
+            "kernel driver",
+            "Tegra: the integrated GPU has no /proc/driver/nvidia or NVML here; containers get what the CSV files list",
         );
     } else if roots.dev_root.join("dev/dxg").exists() {
         r.line(
@@ -207,6 +198,46 @@ fn report_device_nodes(r: &mut Report, roots: &Roots, plan: &Plan, user: &UserId
                 "uid {} cannot open {}: make them mode 0666 (NVreg_DeviceFileMode=0666) or add the user to their group",
                 user.uid,
                 blocked.join(", ")
+            ),
+        );
+    }
+}
+
+/// What kind of host this is, where it is not the usual one: WSL2's
+/// driver store, a Tegra's CSV files.
+fn report_platform(r: &mut Report, inv: &Inventory) {
+    if let Some(wsl) = &inv.wsl {
+        let stores: Vec<String> = wsl
+            .driver_stores
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect();
+        let dxcore = if wsl.dxcore.is_some() {
+            "with"
+        } else {
+            "without"
+        };
+        r.line(
+            Level::Ok,
+            true,
+            "WSL2",
+            format!(
+                "{} and the driver store {}, {dxcore} libdxcore.so",
+                gpurun_gpu::wsl::DXG,
+                stores.join(", ")
+            ),
+        );
+    }
+    if let Some(tegra) = &inv.tegra {
+        r.line(
+            Level::Ok,
+            true,
+            "Tegra",
+            format!(
+                "CSV mode: {} entries from {} in {}",
+                tegra.list.entries.len(),
+                tegra.csv_files.join(", "),
+                gpurun_gpu::tegra::CSV_DIR
             ),
         );
     }
