@@ -426,4 +426,26 @@ fn a_tegra_host_gets_exactly_what_its_csv_lists() {
         info.stdout
     );
     assert!(info.stdout.contains("L4T R36.4.3"), "{}", info.stdout);
+    // The CDI spec names the integrated GPU as the toolkit does, each file
+    // mounted once, no compat hook.
+    let cdi = rt.run(host.args(&["gpu", "cdi"]));
+    let spec: serde_json::Value = serde_json::from_str(&cdi.stdout).unwrap();
+    let names: Vec<&str> = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["0", "igpu0", "all"]);
+    let mut targets: Vec<&str> = spec["containerEdits"]["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["containerPath"].as_str().unwrap())
+        .collect();
+    targets.sort();
+    let count = targets.len();
+    targets.dedup();
+    assert_eq!(targets.len(), count, "{targets:?}");
+    assert!(!cdi.stdout.contains("enable-cuda-compat"));
 }

@@ -143,8 +143,9 @@ pub fn spec(inv: &Inventory, hooks: &HookProgram) -> Value {
             "--link".into(),
             format!("libcuda.so.1::{dir}/libcuda.so"),
         ]));
-        // WSL2's libcuda is Windows' own: no compat libraries replace it.
-        if inv.wsl.is_none() {
+        // WSL2's libcuda is Windows' own, a Tegra's JetPack's: no compat
+        // libraries of the image replace them here.
+        if !inv.one_node_set() {
             spec_hooks.push(hooks.hook(&[
                 "enable-cuda-compat".into(),
                 format!("--host-driver-version={}", inv.driver_version),
@@ -252,6 +253,14 @@ fn driver_mounts(inv: &Inventory) -> DriverMounts {
             FileKind::Binary => Path::new("/usr/bin").join(&name),
             _ => f.container_path.clone().unwrap_or(in_root),
         };
+        // A Tegra's files serve every capability: each is mounted once.
+        if out
+            .mounts
+            .iter()
+            .any(|m| m["containerPath"] == json!(target))
+        {
+            continue;
+        }
         out.mounts.push(json!({
             "hostPath": f.host_path,
             "containerPath": target,
