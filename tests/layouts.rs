@@ -449,3 +449,69 @@ fn a_tegra_host_gets_exactly_what_its_csv_lists() {
     assert_eq!(targets.len(), count, "{targets:?}");
     assert!(!cdi.stdout.contains("enable-cuda-compat"));
 }
+
+/// The X server's NVIDIA driver, GLX module and xorg.conf.d snippet, as
+/// each distribution places them, go where the X server looks for them,
+/// with display (and graphics), never with compute alone.
+#[test]
+fn the_x_servers_files_go_where_x_looks_for_them() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    let bundle = Bundle::glibc(None);
+    let rootfs = bundle.rootfs().to_string_lossy().into_owned();
+    let rt = Runtime::new();
+    for (layout, want) in [
+        (
+            "debian",
+            &[
+                "/usr/lib/xorg/modules/drivers/nvidia_drv.so",
+                "/usr/lib/xorg/modules/extensions/libglxserver_nvidia.so",
+                "/usr/share/X11/xorg.conf.d/nvidia-drm-outputclass.conf",
+            ][..],
+        ),
+        (
+            "ubuntu",
+            &[
+                "/usr/lib/x86_64-linux-gnu/nvidia/xorg/nvidia_drv.so",
+                "/usr/lib/x86_64-linux-gnu/nvidia/xorg/libglxserver_nvidia.so",
+                "/usr/lib/x86_64-linux-gnu/nvidia/xorg/libglxserver_nvidia.so.535.309.01",
+                "/usr/share/X11/xorg.conf.d/10-nvidia.conf",
+            ],
+        ),
+        (
+            "rhel",
+            &[
+                "/usr/lib64/xorg/modules/drivers/nvidia_drv.so",
+                "/usr/lib64/xorg/modules/extensions/libglxserver_nvidia.so",
+                "/usr/lib64/xorg/modules/extensions/libglxserver_nvidia.so.535.309.01",
+                "/usr/share/X11/xorg.conf.d/10-nvidia.conf",
+            ],
+        ),
+    ] {
+        let host = fixtures.layout(layout, "proprietary");
+        // Each file there, and whether it is an ELF file (the modules) or
+        // text (the snippet).
+        let probe = "find /usr \\( -name 'nvidia_drv.so' -o -name 'libglxserver_nvidia.so*' \
+                     -o -path '*/xorg.conf.d/*nvidia*' \\) 2>/dev/null | sort | while read -r f; do \
+                     [ \"$(head -c4 \"$f\" | tail -c3)\" = ELF ] && echo \"$f elf\" || echo \"$f\"; done";
+        for caps in ["display", "graphics", "compute"] {
+            let out = run_caps(&rt, &host, &rootfs, caps, probe);
+            let got: Vec<&str> = out.stdout.lines().collect();
+            let mut expected: Vec<String> = if caps == "compute" {
+                Vec::new()
+            } else {
+                want.iter()
+                    .map(|p| {
+                        if p.ends_with(".conf") {
+                            p.to_string()
+                        } else {
+                            format!("{p} elf")
+                        }
+                    })
+                    .collect()
+            };
+            expected.sort();
+            assert_eq!(got, expected, "{layout} {caps}: {}", out.stderr);
+        }
+    }
+}

@@ -176,6 +176,17 @@ const CONFIG_FILES: &[(Capability, &str)] = &[
         "egl/egl_external_platform.d/20_nvidia_xlib.json",
     ),
     (Capability::Graphics, "nvidia/nvoptix.bin"),
+    // The X server's: its driver's config snippets (toolkit 1.17+).
+    (Capability::Graphics, "X11/xorg.conf.d/10-nvidia.conf"),
+    (Capability::Display, "X11/xorg.conf.d/10-nvidia.conf"),
+    (
+        Capability::Graphics,
+        "X11/xorg.conf.d/nvidia-drm-outputclass.conf",
+    ),
+    (
+        Capability::Display,
+        "X11/xorg.conf.d/nvidia-drm-outputclass.conf",
+    ),
 ];
 
 /// Every vendor file to look for on `platform`.
@@ -335,6 +346,7 @@ pub fn scan(
     scan_libraries(root, version, dirs, looked, platform, &mut out);
     scan_programs(root, dirs, looked, platform, &mut out);
     scan_config_files(root, dirs, looked, platform, &mut out);
+    scan_xorg(root, version, dirs, looked, &mut out);
     scan_sockets(root, looked, &mut out);
     scan_firmware(root, version, dirs, looked, &mut out);
     for list in out.files.values_mut() {
@@ -523,6 +535,85 @@ fn scan_config_files(
                 container_path: Some(Path::new(container_base).join(sub)),
             });
             break;
+        }
+    }
+}
+
+/// Where X servers look for their modules, after those beside each library
+/// directory (`<dir>/nvidia/xorg`, Ubuntu's; `<dir>/xorg/modules/...`), as
+/// the toolkit searches (`internal/discover/graphics.go`).
+const XORG_DIRS: &[&str] = &[
+    "/usr/lib/xorg/modules/drivers",
+    "/usr/lib/xorg/modules/extensions",
+    "/usr/lib/xorg/modules/updates/drivers",
+    "/usr/lib/xorg/modules/updates/extensions",
+    "/usr/lib64/xorg/modules/drivers",
+    "/usr/lib64/xorg/modules/extensions",
+    "/usr/lib64/xorg/modules/updates/drivers",
+    "/usr/lib64/xorg/modules/updates/extensions",
+    "/usr/X11R6/lib/modules/drivers",
+    "/usr/X11R6/lib/modules/extensions",
+    "/usr/X11R6/lib64/modules/drivers",
+    "/usr/X11R6/lib64/modules/extensions",
+];
+
+/// The X.Org driver (`nvidia_drv.so`) and GLX module
+/// (`libglxserver_nvidia.so.<version>`, or Debian's unversioned link to
+/// it), each the first found, for graphics and display: at the path X
+/// looks in, where it was found; the versioned module also as
+/// `libglxserver_nvidia.so` beside it, the link the toolkit makes.
+fn scan_xorg(
+    root: &Rootfs,
+    version: &str,
+    dirs: &LibraryDirs,
+    looked: &mut Looked,
+    out: &mut DriverFiles,
+) {
+    let mut search: Vec<PathBuf> = Vec::new();
+    for dir in &dirs.lib64 {
+        for sub in [
+            "nvidia/xorg",
+            "xorg/modules/drivers",
+            "xorg/modules/extensions",
+        ] {
+            push_unique(&mut search, dir.join(sub));
+        }
+    }
+    for dir in XORG_DIRS {
+        push_unique(&mut search, PathBuf::from(dir));
+    }
+    let glx = format!("libglxserver_nvidia.so.{version}");
+    let wanted = [
+        vec!["nvidia_drv.so"],
+        vec![glx.as_str(), "libglxserver_nvidia.so"],
+    ];
+    for names in wanted {
+        let first = names.iter().find_map(|name| {
+            search.iter().find_map(|dir| {
+                looked.at(root, dir);
+                let at = dir.join(name);
+                let found = root.find(&at, false).ok().filter(|f| f.meta.is_file())?;
+                Some((at, found))
+            })
+        });
+        let Some((at, found)) = first else { continue };
+        let file = |container: PathBuf| DriverFile {
+            kind: FileKind::Library,
+            host_path: found.host.clone(),
+            path_in_root: relative(&found.in_root),
+            soname: None,
+            compat32: false,
+            container_path: Some(container),
+        };
+        let mut files = vec![file(at.clone())];
+        if at.file_name().is_some_and(|n| n == glx.as_str()) {
+            files.push(file(at.with_file_name("libglxserver_nvidia.so")));
+        }
+        for cap in [Capability::Graphics, Capability::Display] {
+            out.files
+                .entry(cap)
+                .or_default()
+                .extend(files.iter().cloned());
         }
     }
 }

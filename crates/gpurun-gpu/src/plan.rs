@@ -579,20 +579,28 @@ fn driver_mounts(
         };
         match f.kind {
             FileKind::Library => {
-                // A library with a place of its own (WSL2's driver store)
-                // stays beside the files it reads, under its SONAME or,
-                // lacking one, its name, as ldconfig lists it.
+                // A library with a place of its own (WSL2's driver store,
+                // a Tegra's CSV, X modules) goes there, under that name.
                 let own_dir = f.container_path.as_deref().and_then(Path::parent);
+                let name = f
+                    .container_path
+                    .as_deref()
+                    .and_then(Path::file_name)
+                    .map(PathBuf::from)
+                    .unwrap_or(name);
                 let dir = match own_dir {
                     Some(own) => own,
                     None if f.compat32 => &lib32_dir,
                     None => &lib_dir,
                 };
                 mounts.push(mount(dir.join(&name), ro_options(true)));
-                let listed = f
-                    .soname
-                    .clone()
-                    .or_else(|| own_dir.map(|_| name.to_string_lossy().into_owned()));
+                // WSL2's store libraries without a SONAME are listed under
+                // their name, as ldconfig lists them; X modules are not.
+                let listed = f.soname.clone().or_else(|| {
+                    own_dir
+                        .filter(|_| inv.wsl.is_some())
+                        .map(|_| name.to_string_lossy().into_owned())
+                });
                 if let Some(soname) = &listed {
                     if Path::new(soname) != name {
                         mounts.push(mount(dir.join(soname), ro_options(true)));
