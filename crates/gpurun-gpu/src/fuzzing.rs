@@ -290,3 +290,20 @@ pub mod spec {
         }
     }
 }
+
+pub mod tegra_csv {
+    //! Any bytes as a JetPack CSV file: entries and skipped lines, never a
+    //! panic; no entry's path climbs with `..`, and a `dev` entry's path is
+    //! under `/dev` or absolute as written.
+    pub fn run(data: &[u8]) {
+        let list = crate::tegra::parse_csv(&String::from_utf8_lossy(data));
+        for (kind, path) in &list.entries {
+            assert!(!path.split('/').any(|c| c == ".."), "{path}");
+            assert!(!path.is_empty());
+            if *kind == crate::tegra::Kind::Dev {
+                assert!(crate::tegra::device_path(path).starts_with('/'));
+            }
+            let _ = crate::tegra::is_library_link(path);
+        }
+    }
+}

@@ -43,7 +43,8 @@ pub struct CsvList {
 }
 
 /// A CSV file's text: `KIND, PATH` per line, blank lines and `#` comments
-/// passed over; a line of no known kind is kept in `skipped`.
+/// passed over; a line of no known kind, or whose path climbs with `..`,
+/// is kept in `skipped`.
 pub fn parse_csv(text: &str) -> CsvList {
     let mut list = CsvList::default();
     for line in text.lines().map(str::trim) {
@@ -59,7 +60,9 @@ pub fn parse_csv(text: &str) -> CsvList {
                 _ => return None,
             };
             let path = path.trim();
-            (!path.is_empty()).then(|| (kind, path.to_owned()))
+            // A `..` would lead out of the dev root or the driver root.
+            let climbs = path.split('/').any(|c| c == "..");
+            (!path.is_empty() && !climbs).then(|| (kind, path.to_owned()))
         });
         match parsed {
             Some(entry) if !list.entries.contains(&entry) => list.entries.push(entry),
@@ -220,7 +223,7 @@ mod tests {
         let list = parse_csv(
             "# JetPack\n\ndev, /dev/nvmap\ndev, nvhost-ctrl\n DIR ,/usr/local/cuda\nlib, /usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1.1\n\
              sym, /usr/lib/aarch64-linux-gnu/tegra/libcuda.so\nlib, /usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1.1\n\
-             bogus, /x\nlib,\nno comma\n",
+             bogus, /x\nlib,\nno comma\ndev, ../../etc/x\n",
         );
         assert_eq!(
             list.entries,
@@ -238,7 +241,10 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(list.skipped, ["bogus, /x", "lib,", "no comma"]);
+        assert_eq!(
+            list.skipped,
+            ["bogus, /x", "lib,", "no comma", "dev, ../../etc/x"]
+        );
         assert_eq!(device_path("nvhost-ctrl"), "/dev/nvhost-ctrl");
         assert_eq!(
             device_path("/dev/nvgpu/igpu0/ctrl"),

@@ -20,6 +20,7 @@ const TARGETS: &[Target] = &[
     ("require", fuzzing::require::run),
     ("slurm", fuzzing::slurm::run),
     ("spec", fuzzing::spec::run),
+    ("tegra_csv", fuzzing::tegra_csv::run),
 ];
 
 fn fuzz_dir() -> PathBuf {
@@ -99,4 +100,9 @@ fn slurm_corpus() {
 #[test]
 fn spec_corpus() {
     replay("spec");
+}
+
+#[test]
+fn tegra_csv_corpus() {
+    replay("tegra_csv");
 }
