@@ -441,7 +441,8 @@ fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
     // libnvidia-nvvm4, libnvidia-ptxjitcompiler1, nvidia-cuda-mps (compute);
     // libnvidia-encode1, libnvcuvid1, libnvidia-opticalflow1 (video);
     // libegl-nvidia0, libnvidia-eglcore, libglx-nvidia0, libnvidia-glcore,
-    // libgles-nvidia2 and the glvnd and Vulkan vendor files (graphics).
+    // libgles-nvidia2, the glvnd and Vulkan vendor files and
+    // xserver-xorg-video-nvidia's X module, GLX module and snippet (graphics).
     assert_eq!(
         names("utility"),
         want(&[
@@ -479,11 +480,14 @@ fn gpu_list_over_the_fake_host_is_exactly_the_real_files() {
             "libEGL_nvidia.so.VER",
             "libGLESv2_nvidia.so.VER",
             "libGLX_nvidia.so.VER",
+            "libglxserver_nvidia.so.VER",
             "libnvidia-eglcore.so.VER",
             "libnvidia-glcore.so.VER",
             "libnvidia-glsi.so.VER",
             "libnvidia-tls.so.VER",
             "libnvidia-vulkan-producer.so.VER",
+            "nvidia-drm-outputclass.conf",
+            "nvidia_drv.so",
             "nvidia_icd.json",
             "nvidia_layers.json",
         ])
