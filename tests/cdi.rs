@@ -213,12 +213,7 @@ fn the_cdi_spec_validates_and_is_nvidias_form() {
     container_device_interface::spec::read_spec(&path, 0).expect("a valid CDI spec");
 
     assert_eq!(spec["kind"], "nvidia.com/gpu");
-    let names: Vec<&str> = spec["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap())
-        .collect();
+    let names = cdi_device_names(&spec);
     assert_eq!(
         names,
         [
@@ -894,45 +889,30 @@ fn no_image_file_of_the_wrong_type_blocks_the_cdi_hooks() {
     bundle.set_process(&["sh", "-c", PROBE], &["NVIDIA_VISIBLE_DEVICES=all"]);
     apply_cdi(&bundle, &toolkit_form(), "0", false);
     let rootfs = bundle.rootfs();
-    for path in IMAGE_PATHS_THE_HOOKS_OPEN {
-        let at = rootfs.join(path);
-        fs::create_dir_all(at.parent().unwrap()).unwrap();
-        let kept = rootfs.join(format!("{path}.kept"));
-        let had = fs::rename(&at, &kept).is_ok();
-        for (kind, make) in NOT_FILES {
-            make(&at);
-            let out = run_bundle(&Runtime::new(), &bundle);
-            let case = format!("{path} as {kind}");
-            if out.code == 0 {
-                assert_eq!(
-                    out.stdout.lines().nth(1),
-                    Some("smi=9"),
-                    "{case}: {}",
-                    out.stderr
-                );
-            } else {
-                let first = out.stderr.lines().next().unwrap_or_default();
-                let name = Path::new(path).file_name().unwrap().to_str().unwrap();
-                assert!(
-                    first.starts_with("gpurun: error: ") && first.contains(name),
-                    "{case}: {}",
-                    out.stderr
-                );
-            }
-            assert!(
-                mounts_mentioning(rootfs.to_str().unwrap()).is_empty(),
-                "{case}: mount left"
+    with_each_wrong_kind(&rootfs, &IMAGE_PATHS_THE_HOOKS_OPEN, |path, kind| {
+        let out = run_bundle(&Runtime::new(), &bundle);
+        let case = format!("{path} as {kind}");
+        if out.code == 0 {
+            assert_eq!(
+                out.stdout.lines().nth(1),
+                Some("smi=9"),
+                "{case}: {}",
+                out.stderr
             );
-            if at.is_dir() {
-                fs::remove_dir(&at).unwrap();
-            } else {
-                fs::remove_file(&at).unwrap();
-            }
+        } else {
+            let first = out.stderr.lines().next().unwrap_or_default();
+            let name = Path::new(path).file_name().unwrap().to_str().unwrap();
+            assert!(
+                first.starts_with("gpurun: error: ") && first.contains(name),
+                "{case}: {}",
+                out.stderr
+            );
         }
-        if had {
-            fs::rename(&kept, &at).unwrap();
-        }
-    }
+        assert!(
+            mounts_mentioning(rootfs.to_str().unwrap()).is_empty(),
+            "{case}: mount left"
+        );
+    });
 }
 
 /// A WSL2 host's spec (`gpu cdi` over the fake WSL2 host): one device,
@@ -950,12 +930,7 @@ fn a_wsl2_hosts_spec_runs_with_the_hooks_done_natively() {
     rt.run(host.args(&["gpu", "cdi", "-o", path.to_str().unwrap()]))
         .ok();
     let spec: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
-    let names: Vec<&str> = spec["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap())
-        .collect();
+    let names = cdi_device_names(&spec);
     assert_eq!(names, ["all"]);
     assert_eq!(spec["containerEdits"]["deviceNodes"][0]["path"], "/dev/dxg");
     let hooks = spec["containerEdits"]["hooks"].to_string();

@@ -752,50 +752,35 @@ fn no_image_file_of_the_wrong_type_blocks_a_gpu_run() {
         &["NVIDIA_VISIBLE_DEVICES=0", "NVIDIA_DRIVER_CAPABILITIES=all"],
     );
     let rootfs = bundle.rootfs();
-    for path in IMAGE_PATHS_OPENED {
-        let at = rootfs.join(path);
-        fs::create_dir_all(at.parent().unwrap()).unwrap();
-        let kept = rootfs.join(format!("{path}.kept"));
-        let had = fs::rename(&at, &kept).is_ok();
-        for (kind, make) in NOT_FILES {
-            make(&at);
-            let rt = Runtime::new();
-            let id = unique("opened");
-            let dir = bundle.dir.to_str().unwrap();
-            let out = rt.run(fixtures.args(&["run", "--bundle", dir, &id]));
-            let case = format!("{path} as {kind}");
-            if out.code != 0 {
-                let first = out.stderr.lines().next().unwrap_or_default();
-                let name = Path::new(path).file_name().unwrap().to_str().unwrap();
-                assert!(
-                    first.starts_with("gpurun: error: ")
-                        && first.contains(name)
-                        && first.contains("the image's"),
-                    "{case}: {}",
-                    out.stderr
-                );
-            } else {
-                assert_eq!(out.stdout.trim(), "smi=9", "{case}: {}", out.stderr);
-            }
-            assert!(rt.leftovers().is_empty(), "{case}: {:?}", rt.leftovers());
+    with_each_wrong_kind(&rootfs, &IMAGE_PATHS_OPENED, |path, kind| {
+        let rt = Runtime::new();
+        let id = unique("opened");
+        let dir = bundle.dir.to_str().unwrap();
+        let out = rt.run(fixtures.args(&["run", "--bundle", dir, &id]));
+        let case = format!("{path} as {kind}");
+        if out.code != 0 {
+            let first = out.stderr.lines().next().unwrap_or_default();
+            let name = Path::new(path).file_name().unwrap().to_str().unwrap();
             assert!(
-                cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
-                "{case}: cgroup"
+                first.starts_with("gpurun: error: ")
+                    && first.contains(name)
+                    && first.contains("the image's"),
+                "{case}: {}",
+                out.stderr
             );
-            assert!(
-                mounts_mentioning(rootfs.to_str().unwrap()).is_empty(),
-                "{case}: mount left"
-            );
-            if at.is_dir() {
-                fs::remove_dir(&at).unwrap();
-            } else {
-                fs::remove_file(&at).unwrap();
-            }
+        } else {
+            assert_eq!(out.stdout.trim(), "smi=9", "{case}: {}", out.stderr);
         }
-        if had {
-            fs::rename(&kept, &at).unwrap();
-        }
-    }
+        assert!(rt.leftovers().is_empty(), "{case}: {:?}", rt.leftovers());
+        assert!(
+            cgroup_dirs(&format!("gpurun/{id}")).is_empty(),
+            "{case}: cgroup"
+        );
+        assert!(
+            mounts_mentioning(rootfs.to_str().unwrap()).is_empty(),
+            "{case}: mount left"
+        );
+    });
 }
 
 /// The image's own /dev (no tmpfs on it) with /dev/console not a file: a

@@ -50,12 +50,24 @@ fn with_version(names: &[&str]) -> Vec<String> {
 }
 
 fn run_caps(rt: &Runtime, host: &FakeHost, rootfs: &str, caps: &str, script: &str) -> Ran {
+    run_gpus_caps(rt, host, rootfs, "0", caps, script)
+}
+
+/// `run_caps` with the GPUs `gpus` (`--gpus`).
+fn run_gpus_caps(
+    rt: &Runtime,
+    host: &FakeHost,
+    rootfs: &str,
+    gpus: &str,
+    caps: &str,
+    script: &str,
+) -> Ran {
     let out = rt.run(host.args(&[
         "run",
         "--rootfs",
         rootfs,
         "--gpus",
-        "0",
+        gpus,
         "--gpu-capabilities",
         caps,
         "--",
@@ -288,20 +300,7 @@ fn a_wsl2_host_gives_dxg_and_its_driver_store() {
         let rootfs = bundle.rootfs().to_string_lossy().into_owned();
         let rt = Runtime::as_who(who.clone());
         let run = |caps: &str| {
-            let out = rt.run(host.args(&[
-                "run",
-                "--rootfs",
-                &rootfs,
-                "--gpus",
-                "all",
-                "--gpu-capabilities",
-                caps,
-                "--",
-                "sh",
-                "-c",
-                &probe,
-            ]));
-            assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+            let out = run_gpus_caps(&rt, &host, &rootfs, "all", caps, &probe);
             assert_eq!(out.code, 0, "{who:?} {caps}: {}", out.stderr);
             out.stdout
         };
@@ -430,12 +429,7 @@ fn a_tegra_host_gets_exactly_what_its_csv_lists() {
     // mounted once, no compat hook.
     let cdi = rt.run(host.args(&["gpu", "cdi"]));
     let spec: serde_json::Value = serde_json::from_str(&cdi.stdout).unwrap();
-    let names: Vec<&str> = spec["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap())
-        .collect();
+    let names = cdi_device_names(&spec);
     assert_eq!(names, ["0", "igpu0", "all"]);
     let mut targets: Vec<&str> = spec["containerEdits"]["mounts"]
         .as_array()

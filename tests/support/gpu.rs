@@ -87,16 +87,7 @@ impl GpuFixtures {
             "fake-gpu-host.sh --layout {layout}: {}",
             out.stderr
         );
-        let _ = Command::new("chmod")
-            .arg("-R")
-            .arg("a+rX")
-            .arg(&dir)
-            .status();
-        let flags = fs::read_to_string(dir.join("flags")).unwrap();
-        let host = FakeHost {
-            dir,
-            flags: flags.split_whitespace().map(str::to_owned).collect(),
-        };
+        let host = FakeHost::at(dir);
         hosts.push((key, host.clone()));
         host
     }
@@ -130,16 +121,7 @@ impl GpuFixtures {
             Duration::from_secs(60),
         );
         assert_eq!(out.code, 0, "{script}: {}", out.stderr);
-        let _ = Command::new("chmod")
-            .arg("-R")
-            .arg("a+rX")
-            .arg(&dir)
-            .status();
-        let flags = fs::read_to_string(dir.join("flags")).unwrap();
-        FakeHost {
-            dir,
-            flags: flags.split_whitespace().map(str::to_owned).collect(),
-        }
+        FakeHost::at(dir)
     }
 }
 
@@ -152,10 +134,35 @@ pub struct FakeHost {
 }
 
 impl FakeHost {
+    /// The host a fixture script made in `dir`: readable to the test user
+    /// (rootless tests use it), with the flags it wrote.
+    fn at(dir: PathBuf) -> FakeHost {
+        let _ = Command::new("chmod")
+            .arg("-R")
+            .arg("a+rX")
+            .arg(&dir)
+            .status();
+        let flags = fs::read_to_string(dir.join("flags")).unwrap();
+        FakeHost {
+            dir,
+            flags: flags.split_whitespace().map(str::to_owned).collect(),
+        }
+    }
+
     /// gpurun's arguments: this host's flags, then `args`.
     pub fn args(&self, args: &[&str]) -> Vec<String> {
         let mut all = self.flags.clone();
         all.extend(args.iter().map(|a| a.to_string()));
         all
     }
+}
+
+/// The device names of a CDI spec, in its order.
+pub fn cdi_device_names(spec: &serde_json::Value) -> Vec<&str> {
+    spec["devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| d["name"].as_str().unwrap_or_default())
+        .collect()
 }

@@ -155,3 +155,28 @@ pub const NOT_FILES: [(&str, Make); 3] = [
     }),
     ("a directory", |p| std::fs::create_dir(p).unwrap()),
 ];
+
+/// Puts each of `NOT_FILES`' kinds at each of `paths` in `rootfs` in turn
+/// (the file that was there kept aside, and put back after the path's
+/// last kind), calls `check(path, kind)` with it there, then removes it.
+/// A check that fails leaves the rootfs as it is, for the failure's reader.
+pub fn with_each_wrong_kind(rootfs: &Path, paths: &[&str], mut check: impl FnMut(&str, &str)) {
+    for path in paths {
+        let at = rootfs.join(path);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let kept = rootfs.join(format!("{path}.kept"));
+        let had = fs::rename(&at, &kept).is_ok();
+        for (kind, make) in NOT_FILES {
+            make(&at);
+            check(path, kind);
+            if at.is_dir() {
+                fs::remove_dir(&at).unwrap();
+            } else {
+                fs::remove_file(&at).unwrap();
+            }
+        }
+        if had {
+            fs::rename(&kept, &at).unwrap();
+        }
+    }
+}

@@ -163,8 +163,8 @@ pub fn files(
     notes: &mut Vec<String>,
 ) -> Vec<DriverFile> {
     let mut out = Vec::new();
-    let system = [TEGRA_RELEASE.to_owned()].map(|p| (Kind::Lib, p));
-    for (kind, path) in host.list.entries.iter().chain(system.iter()) {
+    let release = (Kind::Lib, TEGRA_RELEASE.to_owned());
+    for (kind, path) in host.list.entries.iter().chain([&release]) {
         let kind = match kind {
             Kind::Dev => continue,
             Kind::Sym if is_library_link(path) => continue,

@@ -35,6 +35,19 @@ pub struct WslHost {
     pub dxcore: Option<PathBuf>,
 }
 
+impl WslHost {
+    /// The store folders, comma-separated, as `gpu info` and `doctor` name
+    /// them.
+    pub fn stores_shown(&self) -> String {
+        let shown: Vec<String> = self
+            .driver_stores
+            .iter()
+            .map(|s| s.display().to_string())
+            .collect();
+        shown.join(", ")
+    }
+}
+
 /// A WSL2 host, when the dev root has `/dev/dxg`. Its NVIDIA store folders
 /// are those that hold `libcuda.so.1.1` or `libnvidia-ml.so.1` (found by
 /// listing, where the toolkit asks dxcore, which only Windows answers).

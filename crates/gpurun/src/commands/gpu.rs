@@ -38,15 +38,10 @@ fn info(roots: &gpurun_gpu::Roots, json: bool) -> Result<()> {
     );
     println!("Source:         {}", inv.source);
     if let Some(wsl) = &inv.wsl {
-        let stores: Vec<String> = wsl
-            .driver_stores
-            .iter()
-            .map(|s| s.display().to_string())
-            .collect();
         println!(
             "WSL2:           {} (driver store {})",
             gpurun_gpu::wsl::DXG,
-            stores.join(", ")
+            wsl.stores_shown()
         );
     }
     if let Some(tegra) = &inv.tegra {

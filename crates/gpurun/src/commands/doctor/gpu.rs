@@ -207,11 +207,6 @@ fn report_device_nodes(r: &mut Report, roots: &Roots, plan: &Plan, user: &UserId
 /// driver store, a Tegra's CSV files.
 fn report_platform(r: &mut Report, inv: &Inventory) {
     if let Some(wsl) = &inv.wsl {
-        let stores: Vec<String> = wsl
-            .driver_stores
-            .iter()
-            .map(|s| s.display().to_string())
-            .collect();
         let dxcore = if wsl.dxcore.is_some() {
             "with"
         } else {
@@ -224,7 +219,7 @@ fn report_platform(r: &mut Report, inv: &Inventory) {
             format!(
                 "{} and the driver store {}, {dxcore} libdxcore.so",
                 gpurun_gpu::wsl::DXG,
-                stores.join(", ")
+                wsl.stores_shown()
             ),
         );
     }
