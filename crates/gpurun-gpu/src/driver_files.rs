@@ -346,7 +346,7 @@ pub fn scan(
     scan_libraries(root, version, dirs, looked, platform, &mut out);
     scan_programs(root, dirs, looked, platform, &mut out);
     scan_config_files(root, dirs, looked, platform, &mut out);
-    scan_xorg(root, version, dirs, looked, &mut out);
+    scan_xorg(root, version, dirs, looked, platform, &mut out);
     scan_sockets(root, looked, &mut out);
     scan_firmware(root, version, dirs, looked, &mut out);
     for list in out.files.values_mut() {
@@ -561,12 +561,15 @@ const XORG_DIRS: &[&str] = &[
 /// (`libglxserver_nvidia.so.<version>`, or Debian's unversioned link to
 /// it), each the first found, for graphics and display: at the path X
 /// looks in, where it was found; the versioned module also as
-/// `libglxserver_nvidia.so` beside it, the link the toolkit makes.
+/// `libglxserver_nvidia.so` beside it, the link the toolkit makes. These
+/// directories are shared between architectures, so each module must be
+/// an ELF file of the platform's machine.
 fn scan_xorg(
     root: &Rootfs,
     version: &str,
     dirs: &LibraryDirs,
     looked: &mut Looked,
+    platform: &Platform,
     out: &mut DriverFiles,
 ) {
     let mut search: Vec<PathBuf> = Vec::new();
@@ -592,8 +595,9 @@ fn scan_xorg(
             search.iter().find_map(|dir| {
                 looked.at(root, dir);
                 let at = dir.join(name);
-                let found = root.find(&at, false).ok().filter(|f| f.meta.is_file())?;
-                Some((at, found))
+                let found = root.find(&at, false).ok()?;
+                let mut file = found.reopen_regular().ok()?;
+                elf::is_machine(&mut file, platform).then_some((at, found))
             })
         });
         let Some((at, found)) = first else { continue };
@@ -760,6 +764,16 @@ mod tests {
             elf_header(AARCH64.elf_machine),
         )
         .unwrap();
+        // The X driver of each machine, aarch64's in the first directory
+        // X searches, so x86_64 must pass it over.
+        for (platform, dir) in [
+            (AARCH64, "usr/lib/xorg/modules/drivers"),
+            (X86_64, "usr/lib64/xorg/modules/drivers"),
+        ] {
+            fs::create_dir_all(base.join(dir)).unwrap();
+            let module = base.join(dir).join("nvidia_drv.so");
+            fs::write(module, elf_header(platform.elf_machine)).unwrap();
+        }
         let icd = base.join("usr/share/vulkan/icd.d");
         fs::create_dir_all(&icd).unwrap();
         for name in ["nvidia_icd.x86_64.json", "nvidia_icd.aarch64.json"] {
@@ -872,6 +886,10 @@ mod tests {
             .iter()
             .any(|p| p.contains("x86_64")));
         assert_eq!(found(&arm, Capability::Utility), ["opt/nv/bin/nvidia-smi"]);
+        assert_eq!(
+            found(&arm, Capability::Display),
+            ["usr/lib/xorg/modules/drivers/nvidia_drv.so"]
+        );
 
         // x86_64 ignores the aarch64 cache entry and the aarch64 file.
         let dirs = library_dirs(&root, &mut looked, &X86_64);
@@ -891,6 +909,10 @@ mod tests {
         assert!(found(&x86, Capability::Graphics)
             .contains(&"usr/share/vulkan/icd.d/nvidia_icd.x86_64.json".to_owned()));
         assert_eq!(found(&x86, Capability::Utility), ["usr/bin/nvidia-smi"]);
+        assert_eq!(
+            found(&x86, Capability::Display),
+            ["usr/lib64/xorg/modules/drivers/nvidia_drv.so"]
+        );
         fs::remove_dir_all(base).unwrap();
     }
 }
