@@ -21,6 +21,8 @@ if git grep -nE '(deb|security|ftp[a-z.0-9]*)\.debian\.org|static\.crates\.io|cr
 fi
 cargo fmt --all --check
 cargo build --locked -p gpurun -p fake-nvml -p cri-client
+# Every `gpurun ...` in the manual names a command and flags the binary has.
+python3 scripts/ci/check-doc-commands.py target/debug/gpurun
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The vendored libcontainer and libcgroups: the 0.7.0 releases plus only
 # the numbered patches their GPURUN-PATCH.md list.
