@@ -2,7 +2,9 @@
 """The module graph of each crate under crates/ (vendored forks aside) must
 have no circle, and in the gpurun binary the layers must point one way:
 main -> commands -> cli, runtime; cli -> runtime::context only; runtime
-never names cli or commands. Test modules are left out.
+never names cli or commands. In the GPU library each stage names only the
+stages before it: formats, roots, inventory, request, plan, apply, cdi,
+then the entries (flow, checkpoint, fuzzing). Test modules are left out.
     python3 scripts/ci/check-layers.py"""
 import glob
 import os
@@ -89,6 +91,15 @@ ALLOWED = {
     "runtime": {"runtime"},
 }
 
+# gpurun-gpu's stages, in the order the flow runs them.
+GPU_STAGES = ["formats", "roots", "inventory", "request", "plan", "apply", "cdi"]
+
+
+def gpu_stage(module):
+    top = layer(module)
+    return GPU_STAGES.index(top) if top in GPU_STAGES else len(GPU_STAGES)
+
+
 failed = False
 for crate in sorted(glob.glob(ROOT + "/*/src")):
     name = os.path.basename(os.path.dirname(crate))
@@ -103,6 +114,9 @@ for crate in sorted(glob.glob(ROOT + "/*/src")):
                     print(f"check-layers: {name}: {module or 'crate root'} imports from the crate root")
                     failed = True
                 continue
+            if name == "gpurun-gpu" and gpu_stage(target) > gpu_stage(module):
+                print(f"check-layers: gpurun-gpu: {module} imports {target}, a later stage of the flow")
+                failed = True
             if name != "gpurun":
                 continue
             allowed = ALLOWED.get(layer(module), set())

@@ -38,7 +38,7 @@ pub struct RecordedGpu {
 
 /// The minors of the GPUs a container's spec gives it (its device nodes,
 /// or the host nodes bound in), as the CDI hooks read them.
-pub use crate::cdi_hooks::gpu_minors;
+pub use crate::cdi::hooks::gpu_minors;
 
 /// Whether a spec gives its container any NVIDIA device (a GPU or only
 /// the control nodes): such a container may hold driver state.

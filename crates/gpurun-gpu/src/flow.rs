@@ -10,12 +10,12 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::devlist::DeviceSelection;
+use crate::formats::devlist::DeviceSelection;
 use crate::inventory::{self, Gpu, Inventory, Source};
 use crate::plan::{self, Plan};
+use crate::request::slurm;
 use crate::request::Request;
 use crate::roots::Roots;
-use crate::slurm;
 
 /// The inventory a container is made from: procfs facts only, so no
 /// driver library is ever loaded into the runtime; the driver's files kept
@@ -178,9 +178,9 @@ pub fn decide(
         Ok(policy)
     })?;
     if !request.cdi_devices.is_empty() {
-        crate::cdi_registry::inject(spec, &request.cdi_devices)?;
+        crate::request::cdi_registry::inject(spec, &request.cdi_devices)?;
     }
-    if crate::cdi_hooks::carries_nvidia_cdi_edits(spec) {
+    if crate::cdi::hooks::carries_nvidia_cdi_edits(spec) {
         return Ok(Decision::CdiEdits { request });
     }
     // Inside a step started for `srun --container`, the step's device

@@ -11,9 +11,10 @@ pub mod cdi_hook {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if let Ok(crate::cdi_hooks::Op::CreateSymlinks { links }) = crate::cdi_hooks::parse(&args) {
+        if let Ok(crate::cdi::hooks::Op::CreateSymlinks { links }) = crate::cdi::hooks::parse(&args)
+        {
             for l in links {
-                let clean = crate::cdi_hooks::in_container(&l.link);
+                let clean = crate::cdi::hooks::in_container(&l.link);
                 assert!(clean.is_absolute());
                 assert!(!clean
                     .components()
@@ -31,7 +32,7 @@ pub mod cdi_spec {
     use std::path::PathBuf;
     use std::sync::OnceLock;
 
-    use crate::cdi_registry::{self, Registry};
+    use crate::request::cdi_registry::{self, Registry};
     use oci_spec::runtime::Spec;
 
     fn dir() -> &'static PathBuf {
@@ -67,14 +68,14 @@ pub mod compat_note {
         let Some((&align, section)) = data.split_first() else {
             return;
         };
-        let _ = crate::cuda_compat::parse_note(section, u64::from(align));
+        let _ = crate::plan::cuda_compat::parse_note(section, u64::from(align));
         let path = std::env::temp_dir().join(format!("compat-note-fuzz-{}", std::process::id()));
         if std::fs::write(&path, section).is_ok() {
             if let Ok(mut file) = std::fs::File::open(&path) {
-                let _ = crate::elf::note_section(
+                let _ = crate::formats::elf::note_section(
                     &mut file,
-                    crate::cuda_compat::NOTE_SECTION,
-                    crate::platform::Platform::native(),
+                    crate::plan::cuda_compat::NOTE_SECTION,
+                    crate::formats::platform::Platform::native(),
                 );
             }
         }
@@ -86,8 +87,8 @@ pub mod devlist {
     //! selection or an error, never a panic.
     pub fn run(data: &[u8]) {
         if let Ok(text) = std::str::from_utf8(data) {
-            let _ = crate::devlist::parse(Some(text));
-            let _ = crate::caps::parse(Some(text));
+            let _ = crate::formats::devlist::parse(Some(text));
+            let _ = crate::inventory::caps::parse(Some(text));
         }
     }
 }
@@ -96,9 +97,9 @@ pub mod ldcache {
     //! Any bytes as an image's /etc/ld.so.cache: entries or an error, never a
     //! panic; and what parses round-trips through the writer.
     pub fn run(data: &[u8]) {
-        if let Ok(entries) = crate::ldcache::parse(data) {
-            let written = crate::ldcache::write(&entries);
-            let again = crate::ldcache::parse(&written).expect("our own cache parses");
+        if let Ok(entries) = crate::formats::ldcache::parse(data) {
+            let written = crate::formats::ldcache::write(&entries);
+            let again = crate::formats::ldcache::parse(&written).expect("our own cache parses");
             assert!(again.len() <= entries.len());
         }
     }
@@ -107,7 +108,7 @@ pub mod ldcache {
 pub mod require {
     //! Any NVIDIA_REQUIRE_* value parses to a requirement or an error, and
     //! checking a parsed one never panics.
-    use crate::require::{parse, Facts};
+    use crate::formats::require::{parse, Facts};
 
     pub fn run(data: &[u8]) {
         if let Ok(text) = std::str::from_utf8(data) {
@@ -143,7 +144,7 @@ pub mod slurm {
                 .find_map(|line| line.strip_prefix(key)?.strip_prefix('='))
                 .map(str::to_owned)
         };
-        let Ok(Some(allocation)) = crate::slurm::from_env(get) else {
+        let Ok(Some(allocation)) = crate::request::slurm::from_env(get) else {
             return;
         };
         let gpus: Vec<Gpu> = (0..4)
@@ -173,7 +174,7 @@ pub mod spec {
     use std::path::{Path, PathBuf};
     use std::sync::OnceLock;
 
-    use crate::caps::Capability;
+    use crate::inventory::caps::Capability;
     use crate::inventory::Inventory;
     use crate::inventory::{DeviceNode, DriverFile, FileKind, Gpu};
     use crate::roots::Roots;
@@ -251,7 +252,7 @@ pub mod spec {
             files: BTreeMap::from([(Capability::Compute, vec![libcuda])]),
             firmware: Vec::new(),
             notes: Vec::new(),
-            platform: crate::platform::Platform::native(),
+            platform: crate::formats::platform::Platform::native(),
             wsl: None,
             tegra: None,
         }
@@ -270,7 +271,7 @@ pub mod spec {
         let Ok(req) = request::from_spec(&spec, || Ok(policy)) else {
             return;
         };
-        if crate::cdi_registry::inject(&mut spec, &req.cdi_devices).is_err() {
+        if crate::request::cdi_registry::inject(&mut spec, &req.cdi_devices).is_err() {
             return;
         }
         let Ok(plan) = plan::make(&inv, &req, Some(rootfs)) else {
@@ -296,14 +297,14 @@ pub mod tegra_csv {
     //! panic; no entry's path climbs with `..`, and a `dev` entry's path is
     //! under `/dev` or absolute as written.
     pub fn run(data: &[u8]) {
-        let list = crate::tegra::parse_csv(&String::from_utf8_lossy(data));
+        let list = crate::inventory::tegra::parse_csv(&String::from_utf8_lossy(data));
         for (kind, path) in &list.entries {
             assert!(!path.split('/').any(|c| c == ".."), "{path}");
             assert!(!path.is_empty());
-            if *kind == crate::tegra::Kind::Dev {
-                assert!(crate::tegra::device_path(path).starts_with('/'));
+            if *kind == crate::inventory::tegra::Kind::Dev {
+                assert!(crate::inventory::tegra::device_path(path).starts_with('/'));
             }
-            let _ = crate::tegra::is_library_link(path);
+            let _ = crate::inventory::tegra::is_library_link(path);
         }
     }
 }

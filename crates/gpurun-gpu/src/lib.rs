@@ -3,44 +3,29 @@
 //! **inventory** (what the host has) → **request** (what the container asks
 //! for) → **plan** (devices, mounts, env, linker-cache entries) → **apply**
 //! (edits to the OCI spec). Every stage is a serde value that can be printed
-//! and tested without root.
+//! and tested without root. Each stage is a folder, and a stage names only
+//! the stages before it (`scripts/ci/check-layers.py`): `formats` (the pure
+//! parsers and writers) and `roots` (where the host's files are, and the
+//! config) come first; `cdi` (NVIDIA's CDI specs and hooks) builds on the
+//! four; `flow` is the one entry that decides what a container gets.
+
+pub mod formats;
+pub mod roots;
 
 pub mod apply;
-pub mod caps;
-pub mod cdi;
-pub mod cdi_hooks;
-pub mod cdi_registry;
-pub mod checkpoint;
-pub mod cuda_compat;
-pub mod devlist;
-pub mod driver_files;
-pub mod elf;
-pub mod flow;
-#[doc(hidden)]
-pub mod fuzzing;
-pub mod gated;
-pub mod gpu_models;
-pub mod gpus;
 pub mod inventory;
-pub mod inventory_cache;
-pub mod ldcache;
-pub mod mount_points;
-pub mod musl;
-pub mod nvml;
-pub mod platform;
-pub mod require;
-pub mod roots;
-pub mod slurm;
-pub mod spec_env;
-pub mod tegra;
-pub mod wsl;
-
-pub use caps::Capability;
-pub use inventory::{discover, Inventory, Source};
-pub use platform::Platform;
-pub use roots::{RootFlags, Roots};
 pub mod plan;
 pub mod request;
 
+pub mod cdi;
+pub mod checkpoint;
+pub mod flow;
+#[doc(hidden)]
+pub mod fuzzing;
+
+pub use formats::platform::Platform;
+pub use inventory::caps::Capability;
+pub use inventory::{discover, Inventory, Source};
 pub use plan::Plan;
 pub use request::Request;
+pub use roots::{RootFlags, Roots};

@@ -29,8 +29,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::request::{CudaCompatMode, RequestPolicy};
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Roots {
@@ -426,6 +424,54 @@ impl Roots {
                 file.proc_root,
                 defaults.proc_root,
             ),
+        }
+    }
+}
+
+/// Where specs are looked for when the config does not say (`spec-dirs`),
+/// the CDI library's and the toolkit's default.
+pub const DEFAULT_SPEC_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
+
+/// Which request sources count, from gpurun's config file with the NVIDIA
+/// Container Toolkit's names and defaults. On a shared node the scheduler's
+/// allocation (annotations, volume mounts) is the authority: set
+/// `accept-nvidia-visible-devices-envvar-when-unprivileged = false` there,
+/// so a tenant's own `NVIDIA_VISIBLE_DEVICES=all` gets nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RequestPolicy {
+    #[serde(rename = "accept-nvidia-visible-devices-envvar-when-unprivileged")]
+    pub accept_envvar_unprivileged: bool,
+    #[serde(rename = "accept-nvidia-visible-devices-as-volume-mounts")]
+    pub accept_volume_mounts: bool,
+    pub annotation_prefixes: Vec<String>,
+    /// `ldconfig` (the image's newer CUDA compat library first in the
+    /// linker cache) or `disabled`.
+    pub cuda_compat_mode: CudaCompatMode,
+    /// Where CDI specs are read from (the toolkit's `spec-dirs`).
+    pub spec_dirs: Vec<PathBuf>,
+    /// A device node's group is given to the container's process where
+    /// the node's mode needs it (off: the toolkit's
+    /// `no-additional-gids-for-device-nodes`).
+    pub device_node_groups: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CudaCompatMode {
+    Ldconfig,
+    Disabled,
+}
+
+impl Default for RequestPolicy {
+    fn default() -> Self {
+        RequestPolicy {
+            accept_envvar_unprivileged: true,
+            accept_volume_mounts: false,
+            annotation_prefixes: vec!["cdi.k8s.io/".to_owned()],
+            cuda_compat_mode: CudaCompatMode::Ldconfig,
+            spec_dirs: DEFAULT_SPEC_DIRS.iter().map(PathBuf::from).collect(),
+            device_node_groups: true,
         }
     }
 }

@@ -80,7 +80,7 @@ pub struct RunArgs {
 
 /// `--gpus`, checked as NVIDIA_VISIBLE_DEVICES is, named as the flag.
 fn gpu_list(value: &str) -> Result<String, String> {
-    gpurun_gpu::devlist::parse(Some(value))
+    gpurun_gpu::formats::devlist::parse(Some(value))
         .map(|_| value.to_owned())
         .map_err(|e| {
             let why = e.to_string();

@@ -1,7 +1,7 @@
 //! `gpurun cdi-hook SUBCOMMAND …`: NVIDIA's CDI hooks for runtimes that run
 //! hooks as processes (runc, crun), so a CDI spec naming gpurun works with
 //! no NVIDIA toolkit on the host. Under gpurun itself these hooks never run:
-//! the runtime does their work natively (`gpurun_gpu::cdi_hooks`).
+//! the runtime does their work natively (`gpurun_gpu::cdi::hooks`).
 //!
 //! It runs on the host as root, started by another runtime with whatever
 //! environment and working directory the spec gave the hook: it reads only
@@ -12,7 +12,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use gpurun_gpu::cdi_hooks::{self, HostFacts, Op};
+use gpurun_gpu::cdi::hooks::{self as cdi_hooks, HostFacts, Op};
 use libcontainer::oci_spec::runtime::Spec;
 use safe_fs::Rootfs;
 

@@ -40,7 +40,7 @@ fn info(roots: &gpurun_gpu::Roots, json: bool) -> Result<()> {
     if let Some(wsl) = &inv.wsl {
         println!(
             "WSL2:           {} (driver store {})",
-            gpurun_gpu::wsl::DXG,
+            gpurun_gpu::inventory::wsl::DXG,
             wsl.stores_shown()
         );
     }
@@ -232,7 +232,10 @@ fn plan(
     let mut spec = prepare::load_spec(bundle)?;
     // `run --gpus LIST` adds this to the container's environment.
     if let Some(gpus) = &gpus {
-        gpurun_gpu::spec_env::set_env(&mut spec, &[format!("NVIDIA_VISIBLE_DEVICES={gpus}")]);
+        gpurun_gpu::apply::spec_env::set_env(
+            &mut spec,
+            &[format!("NVIDIA_VISIBLE_DEVICES={gpus}")],
+        );
     }
     let rootfs = prepare::rootfs_of(&spec, bundle)?;
     let user_spec = spec.clone();

@@ -71,7 +71,7 @@ const LXC_DEVICES_DIR: &str = "@lxc-devices";
 fn device_rules_file(ctx: &Ctx) -> Result<PathBuf> {
     let name = std::env::var("LXC_NAME").unwrap_or_default();
     let config = std::env::var("LXC_CONFIG_FILE").unwrap_or_default();
-    let key = gpurun_gpu::mount_points::content_name(&[name.as_bytes(), config.as_bytes()]);
+    let key = gpurun_gpu::plan::mount_points::content_name(&[name.as_bytes(), config.as_bytes()]);
     Ok(state_dir::resolve(ctx.settings.root.as_deref(), true)?
         .join(LXC_DEVICES_DIR)
         .join(format!("{}.devices", &key[..32])))

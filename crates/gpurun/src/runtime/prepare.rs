@@ -13,8 +13,8 @@ use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use gpurun_gpu::apply::{self, Phase};
-use gpurun_gpu::slurm::StepCgroup;
-use gpurun_gpu::{cdi_hooks, flow, request};
+use gpurun_gpu::request::slurm::StepCgroup;
+use gpurun_gpu::{cdi::hooks as cdi_hooks, flow, request};
 
 use crate::runtime::context::Settings;
 use crate::runtime::logging::Step;
@@ -201,7 +201,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     }
     let slurm_step = slurm_step_we_run_in();
     apply_cgroup_path(&mut spec, opts, slurm_step.as_ref())?;
-    gpurun_gpu::spec_env::set_env(&mut spec, opts.extra_env);
+    gpurun_gpu::apply::spec_env::set_env(&mut spec, opts.extra_env);
     let rootfs = spec
         .root()
         .as_ref()

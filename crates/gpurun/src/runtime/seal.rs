@@ -305,10 +305,10 @@ pub fn stub_protects(spec: &Spec) -> Result<(), String> {
     }
     if let Some(hooks) = spec.hooks() {
         // NVIDIA's CDI hooks in these lists are carried out by gpurun
-        // itself and never run as processes (cdi_hooks::take).
+        // itself and never run as processes (cdi::hooks::take).
         let runs = |h: &Hook| {
             let args = h.args().clone().unwrap_or_default();
-            gpurun_gpu::cdi_hooks::nvidia_hook_args(h.path(), &args).is_none()
+            gpurun_gpu::cdi::hooks::nvidia_hook_args(h.path(), &args).is_none()
         };
         #[allow(deprecated)]
         let done_natively = [

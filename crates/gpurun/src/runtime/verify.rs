@@ -193,7 +193,7 @@ pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<Verifica
     crate::runtime::seal::ensure_sealed()?;
     let roots = driver_paths::resolve(&ctx.settings)?;
     let inv = flow::inventory(&roots, Some(&ctx.root.join(flow::CACHE_DIR)))?;
-    gpurun_gpu::devlist::parse(Some(gpus))?;
+    gpurun_gpu::formats::devlist::parse(Some(gpus))?;
 
     let work = ctx.root.join(format!("verify@{}", std::process::id()));
     let _ = fs::remove_dir_all(&work);

@@ -218,7 +218,7 @@ fn report_platform(r: &mut Report, inv: &Inventory) {
             "WSL2",
             format!(
                 "{} and the driver store {}, {dxcore} libdxcore.so",
-                gpurun_gpu::wsl::DXG,
+                gpurun_gpu::inventory::wsl::DXG,
                 wsl.stores_shown()
             ),
         );
@@ -232,7 +232,7 @@ fn report_platform(r: &mut Report, inv: &Inventory) {
                 "CSV mode: {} entries from {} in {}",
                 tegra.list.entries.len(),
                 tegra.csv_files.join(", "),
-                gpurun_gpu::tegra::CSV_DIR
+                gpurun_gpu::inventory::tegra::CSV_DIR
             ),
         );
     }

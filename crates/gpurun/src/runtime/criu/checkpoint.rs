@@ -115,7 +115,7 @@ fn refuse_mount_point_overlays(spec: &Spec, id: &str) -> Result<()> {
             m.typ().as_deref() == Some("overlay")
                 && m.options().iter().flatten().any(|o| {
                     o.starts_with("lowerdir=")
-                        && o.contains(gpurun_gpu::mount_points::DESTINATION_LAYER)
+                        && o.contains(gpurun_gpu::plan::mount_points::DESTINATION_LAYER)
                 })
         })
         .map(|m| m.destination().to_string_lossy().into_owned())

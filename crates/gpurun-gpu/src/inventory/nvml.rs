@@ -17,7 +17,7 @@ use nvml_wrapper::enum_wrappers::device::Brand;
 use nvml_wrapper::Nvml;
 use serde::{Deserialize, Serialize};
 
-use crate::gpus::{Gpu, MigDevice};
+use crate::inventory::gpus::{Gpu, MigDevice};
 
 #[derive(Serialize, Deserialize)]
 pub struct NvmlFacts {

@@ -16,7 +16,7 @@
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::devlist::{DeviceRef, DeviceSelection};
+use crate::formats::devlist::{DeviceRef, DeviceSelection};
 use crate::inventory::Gpu;
 
 /// How a Slurm step names the GPUs it was given.

@@ -24,9 +24,9 @@ use oci_spec::runtime::{Hook, Mount, Spec};
 use serde::Serialize;
 
 use crate::apply::{self as spec_apply, Applied};
-use crate::ldcache::{self, Entry};
-use crate::mount_points::{Entry as LayerEntry, Needed};
+use crate::formats::ldcache::{self, Entry};
 use crate::plan as gpu_plan;
+use crate::plan::mount_points::{Entry as LayerEntry, Needed};
 use safe_fs::Rootfs;
 
 /// The hook programs carried out natively, by file name.

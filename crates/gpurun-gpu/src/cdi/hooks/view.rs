@@ -3,7 +3,7 @@
 //! of it.
 
 use super::*;
-use crate::platform::Platform;
+use crate::formats::platform::Platform;
 
 /// What a name in a library folder is, as the container will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +61,9 @@ pub(super) fn folder_view(
                         .open_in(&path, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK)
                         .ok()
                         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
-                        .and_then(|mut f| crate::elf::soname_of(&mut f, Platform::native())),
+                        .and_then(|mut f| {
+                            crate::formats::elf::soname_of(&mut f, Platform::native())
+                        }),
                 },
                 Err(_) => continue,
             };
@@ -74,7 +76,7 @@ pub(super) fn folder_view(
                 view.insert(
                     name.to_string_lossy().into_owned(),
                     Seen::File {
-                        soname: crate::elf::soname(source, Platform::native()),
+                        soname: crate::formats::elf::soname(source, Platform::native()),
                     },
                 );
             }

@@ -3,11 +3,13 @@
 //! in NVIDIA's own form, so that it runs under gpurun (hooks done natively)
 //! and under runc or crun (hooks run as `gpurun cdi-hook`).
 
+pub mod hooks;
+
 use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::caps::Capability;
+use crate::inventory::caps::Capability;
 use crate::inventory::{DeviceNode, FileKind, Inventory};
 
 /// The lowest version that describes what the spec uses (device names
@@ -107,12 +109,12 @@ impl HookProgram {
                 path.to_string_lossy().into_owned(),
                 vec![
                     "gpurun".to_owned(),
-                    crate::cdi_hooks::GPURUN_SUBCOMMAND.to_owned(),
+                    crate::cdi::hooks::GPURUN_SUBCOMMAND.to_owned(),
                 ],
             ),
             HookProgram::NvidiaCdiHook => (
                 "/usr/bin/nvidia-cdi-hook".to_owned(),
-                vec![crate::cdi_hooks::NVIDIA_CDI_HOOK.to_owned()],
+                vec![crate::cdi::hooks::NVIDIA_CDI_HOOK.to_owned()],
             ),
         };
         all.extend_from_slice(args);
@@ -137,7 +139,7 @@ pub fn spec(inv: &Inventory, hooks: &HookProgram) -> Value {
     let mut env = Vec::new();
     let mut spec_hooks = Vec::new();
     if let Some(dir) = &driver.libcuda_dir {
-        env.push(format!("{}={dir}", crate::cdi_hooks::LIBCUDA_DIR_ENV));
+        env.push(format!("{}={dir}", crate::cdi::hooks::LIBCUDA_DIR_ENV));
         spec_hooks.push(hooks.hook(&[
             "create-symlinks".into(),
             "--link".into(),
@@ -277,7 +279,7 @@ pub fn imex_spec(inv: &Inventory) -> anyhow::Result<Value> {
         anyhow::bail!(
             "this host's driver has no IMEX channels ({}/devices has no {} line)",
             inv.roots.proc_root.display(),
-            crate::gated::IMEX_PROC_DEVICES_NAME
+            crate::inventory::gated::IMEX_PROC_DEVICES_NAME
         );
     }
     let channels: Vec<&DeviceNode> = inv.imex_channels().collect();

@@ -2,6 +2,8 @@
 //! carries out inside the container's init, between clone and pivot_root.
 //! No helper process runs: the linker cache is written here, natively.
 
+pub mod spec_env;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -12,10 +14,9 @@ use oci_spec::runtime::{
 };
 use serde::Serialize;
 
-use crate::ldcache;
-use crate::mount_points;
+use crate::formats::ldcache;
+use crate::plan::mount_points;
 use crate::plan::Plan;
-use crate::spec_env;
 use safe_fs::Rootfs;
 
 /// Largest image ld.so.cache read; real ones are well under 1 MiB.

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver_files::{names_in, relative, DriverFile, FileKind, Looked};
-use crate::elf;
-use crate::platform::Platform;
+use crate::formats::elf;
+use crate::formats::platform::Platform;
+use crate::inventory::driver_files::{names_in, relative, DriverFile, FileKind, Looked};
 use safe_fs::Rootfs;
 
 /// Where JetPack puts its CSV files, in the driver root.

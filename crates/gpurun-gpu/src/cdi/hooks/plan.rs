@@ -16,7 +16,7 @@ pub struct HookPlan {
     /// The folders the cache was built from, in priority order.
     pub folders: Vec<PathBuf>,
     /// A musl image's loader path file, where it would miss a folder.
-    pub musl_path: Option<crate::musl::MuslPath>,
+    pub musl_path: Option<crate::plan::musl::MuslPath>,
     /// The image's CUDA compat library: used or not, and why.
     pub cuda_compat: Option<String>,
     /// The `params` copy with `ModifyDeviceFiles: 0`, where the host has one.
@@ -255,7 +255,7 @@ pub(super) fn plan_ldcache(
         entries.len(),
         ordered.len()
     ));
-    p.musl_path = crate::musl::plan(root, &entries, crate::Platform::native());
+    p.musl_path = crate::plan::musl::plan(root, &entries, crate::Platform::native());
     if let Some(musl) = &p.musl_path {
         p.done.push(format!(
             "update-ldcache: {} for the musl loader",

@@ -6,6 +6,16 @@
 //! found in the driver root (see `driver_files`); a library counts only if
 //! its file name ends in the driver version.
 
+pub mod cache;
+pub mod caps;
+pub mod driver_files;
+pub mod gated;
+pub mod gpu_models;
+pub mod gpus;
+pub mod nvml;
+pub mod tegra;
+pub mod wsl;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -14,17 +24,17 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::caps::Capability;
-use crate::driver_files::{self, DriverFiles, Looked};
-pub use crate::driver_files::{DriverFile, FileKind};
-use crate::gated::{self, Gated};
-use crate::gpu_models::{arch_for_model, brand_for_model, cuda_version_for_driver};
-pub use crate::gpus::{DeviceNode, Gpu, MigDevice};
-use crate::inventory_cache::{self, PathState};
-use crate::platform::Platform;
+use crate::formats::platform::Platform;
+use crate::inventory::cache::PathState;
+use crate::inventory::caps::Capability;
+pub use crate::inventory::driver_files::{DriverFile, FileKind};
+use crate::inventory::driver_files::{DriverFiles, Looked};
+use crate::inventory::gated::Gated;
+use crate::inventory::gpu_models::{arch_for_model, brand_for_model, cuda_version_for_driver};
+pub use crate::inventory::gpus::{DeviceNode, Gpu, MigDevice};
+use crate::inventory::tegra::TegraHost;
+use crate::inventory::wsl::WslHost;
 use crate::roots::Roots;
-use crate::tegra::{self, TegraHost};
-use crate::wsl::{self, WslHost};
 use safe_fs::Rootfs;
 
 #[derive(Debug, Clone, Serialize)]
@@ -131,7 +141,7 @@ pub fn discover_cached(
         .filter(|_| source == Source::Procfs)
         .zip(module.as_ref());
     if let Some((dir, m)) = cache {
-        if let Some(hit) = inventory_cache::load(dir, &roots.driver_root, &m.version) {
+        if let Some(hit) = cache::load(dir, &roots.driver_root, &m.version) {
             let gpus = read_proc_gpus(&roots.proc_root);
             let cuda = cuda_version_for_driver(&hit.version);
             return Ok(assemble(
@@ -155,7 +165,7 @@ pub fn discover_cached(
     check_libraries_match_the_module(roots, &root, &dirs, &found, &version, &mut looked)?;
     if let Some((dir, m)) = cache {
         let watched = looked.0.iter().map(|p| PathState::of(p)).collect();
-        inventory_cache::store(
+        cache::store(
             dir,
             &roots.driver_root,
             &m.version,
@@ -197,7 +207,7 @@ fn wsl_inventory(roots: &Roots, root: &Rootfs, host: WslHost) -> Result<Inventor
         .into_iter()
         .flatten()
         .find(|f| f.soname.as_deref() == Some("libnvidia-ml.so.1"))
-        .and_then(|f| crate::nvml::query_isolated(&f.host_path));
+        .and_then(|f| crate::inventory::nvml::query_isolated(&f.host_path));
     let (source, version, cuda, gpus) = match nvml {
         Some(facts) => ("nvml", facts.driver_version, facts.cuda_version, facts.gpus),
         None => ("none", "unknown".to_owned(), None, Vec::new()),
@@ -300,10 +310,10 @@ fn gpu_facts(
     source: Source,
     module: Option<&KernelModule>,
     looked: &mut Looked,
-) -> Result<(&'static str, crate::nvml::NvmlFacts)> {
+) -> Result<(&'static str, crate::inventory::nvml::NvmlFacts)> {
     if source == Source::Auto {
         let nvml = driver_files::nvml_library(root, dirs)
-            .and_then(|lib| crate::nvml::query_isolated(&lib));
+            .and_then(|lib| crate::inventory::nvml::query_isolated(&lib));
         if let Some(facts) = nvml {
             return Ok(("nvml", facts));
         }
@@ -318,7 +328,7 @@ fn gpu_facts(
             roots.driver_root.display()
         );
     };
-    let facts = crate::nvml::NvmlFacts {
+    let facts = crate::inventory::nvml::NvmlFacts {
         cuda_version: cuda_version_for_driver(&version),
         driver_version: version,
         gpus: read_proc_gpus(&roots.proc_root),
@@ -456,7 +466,7 @@ pub fn parse_proc_version(text: &str) -> Option<KernelModule> {
     let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
     let version = line
         .split_whitespace()
-        .find(|w| w.contains('.') && crate::require::parse_version(w).is_some())?;
+        .find(|w| w.contains('.') && crate::formats::require::parse_version(w).is_some())?;
     Some(KernelModule {
         version: version.to_owned(),
         flavor: if line.contains("Open Kernel Module") {
@@ -865,10 +875,10 @@ mod fake_tree {
             )
             .unwrap();
         }
-        let entries: Vec<crate::ldcache::Entry> = ["libcuda.so.1", "libnvidia-ml.so.1"]
+        let entries: Vec<crate::formats::ldcache::Entry> = ["libcuda.so.1", "libnvidia-ml.so.1"]
             .iter()
             .flat_map(|so| {
-                ["/usr/local/nvidia/lib64", "/lib"].map(|d| crate::ldcache::Entry {
+                ["/usr/local/nvidia/lib64", "/lib"].map(|d| crate::formats::ldcache::Entry {
                     name: so.to_string(),
                     path: format!("{d}/{so}"),
                     flags: Platform::native().cache_flags,
@@ -878,7 +888,7 @@ mod fake_tree {
             .collect();
         fs::write(
             host.join("etc/ld.so.cache"),
-            crate::ldcache::write(&entries),
+            crate::formats::ldcache::write(&entries),
         )
         .unwrap();
         fs::write(

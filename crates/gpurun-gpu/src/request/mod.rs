@@ -1,6 +1,9 @@
 //! Request: what a container asks for, read from its OCI spec with the
 //! NVIDIA Container Toolkit's semantics.
 
+pub mod cdi_registry;
+pub mod slurm;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -8,11 +11,12 @@ use anyhow::Result;
 use oci_spec::runtime::Spec;
 use serde::Serialize;
 
-use crate::caps::{self, Capability};
-use crate::cdi_registry::{self, Registry, Resolved};
-use crate::devlist::{self, DeviceRef, DeviceSelection};
-use crate::gated::{self, Gated, ImexChannels};
-use crate::require::{self, Requirement};
+use crate::formats::devlist::{self, DeviceRef, DeviceSelection};
+use crate::formats::require::{self, Requirement};
+use crate::inventory::caps::{self, Capability};
+use crate::inventory::gated::{self, Gated, ImexChannels};
+use crate::request::cdi_registry::{Registry, Resolved};
+pub use crate::roots::{CudaCompatMode, RequestPolicy};
 
 /// Docker's `--gpus` adds a prestart hook with this name; gpurun drops it
 /// and does the work itself.
@@ -77,53 +81,6 @@ impl std::fmt::Display for Ignored {
             "ignoring {} {:?}: {}",
             self.source, self.value, self.reason
         )
-    }
-}
-
-/// Which request sources count, from gpurun's config file with the NVIDIA
-/// Container Toolkit's names and defaults. On a shared node the scheduler's
-/// allocation (annotations, volume mounts) is the authority: set
-/// `accept-nvidia-visible-devices-envvar-when-unprivileged = false` there,
-/// so a tenant's own `NVIDIA_VISIBLE_DEVICES=all` gets nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct RequestPolicy {
-    #[serde(rename = "accept-nvidia-visible-devices-envvar-when-unprivileged")]
-    pub accept_envvar_unprivileged: bool,
-    #[serde(rename = "accept-nvidia-visible-devices-as-volume-mounts")]
-    pub accept_volume_mounts: bool,
-    pub annotation_prefixes: Vec<String>,
-    /// `ldconfig` (the image's newer CUDA compat library first in the
-    /// linker cache) or `disabled`.
-    pub cuda_compat_mode: CudaCompatMode,
-    /// Where CDI specs are read from (the toolkit's `spec-dirs`).
-    pub spec_dirs: Vec<PathBuf>,
-    /// A device node's group is given to the container's process where
-    /// the node's mode needs it (off: the toolkit's
-    /// `no-additional-gids-for-device-nodes`).
-    pub device_node_groups: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CudaCompatMode {
-    Ldconfig,
-    Disabled,
-}
-
-impl Default for RequestPolicy {
-    fn default() -> Self {
-        RequestPolicy {
-            accept_envvar_unprivileged: true,
-            accept_volume_mounts: false,
-            annotation_prefixes: vec!["cdi.k8s.io/".to_owned()],
-            cuda_compat_mode: CudaCompatMode::Ldconfig,
-            spec_dirs: cdi_registry::DEFAULT_SPEC_DIRS
-                .iter()
-                .map(PathBuf::from)
-                .collect(),
-            device_node_groups: true,
-        }
     }
 }
 
@@ -497,7 +454,7 @@ fn split_cdi_kinds(
     Ok((devices, imex, gated))
 }
 
-pub use crate::cdi_registry::MANAGEMENT_KIND;
+pub use crate::request::cdi_registry::MANAGEMENT_KIND;
 
 /// The list without `management.nvidia.com/gpu=all`, and whether it was
 /// there (then every GPU). On a shared node (the env not accepted from an

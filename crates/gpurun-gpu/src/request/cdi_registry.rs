@@ -18,9 +18,7 @@ use container_device_interface as cdi;
 use oci_spec::runtime::Spec;
 use serde::Serialize;
 
-/// Where specs are looked for when the config does not say (`spec-dirs`),
-/// the CDI library's and the toolkit's default.
-pub const DEFAULT_SPEC_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
+pub use crate::roots::DEFAULT_SPEC_DIRS;
 
 /// The devices the spec directories define.
 #[derive(Default)]

@@ -208,7 +208,7 @@ mod tests {
         Entry {
             name: name.into(),
             path: path.into(),
-            flags: crate::platform::X86_64.cache_flags,
+            flags: crate::formats::platform::X86_64.cache_flags,
             hwcap: 0,
         }
     }
@@ -261,7 +261,8 @@ mod tests {
         bytes[20..24].copy_from_slice(&(n as u32).to_le_bytes());
         for i in 0..n {
             let at = HEADER_LEN + i * ENTRY_LEN;
-            bytes[at..at + 4].copy_from_slice(&crate::platform::X86_64.cache_flags.to_le_bytes());
+            bytes[at..at + 4]
+                .copy_from_slice(&crate::formats::platform::X86_64.cache_flags.to_le_bytes());
             bytes[at + 4..at + 8].copy_from_slice(&(string_at as u32).to_le_bytes());
             bytes[at + 8..at + 12].copy_from_slice(&(string_at as u32).to_le_bytes());
         }
@@ -320,7 +321,10 @@ mod glibc_agrees {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("ld.so.cache");
         // Both platforms' flags: glibc's own labels say which is which.
-        let platforms = [crate::platform::X86_64, crate::platform::AARCH64];
+        let platforms = [
+            crate::formats::platform::X86_64,
+            crate::formats::platform::AARCH64,
+        ];
         let entries: Vec<Entry> = (1..=12)
             .map(|i| Entry {
                 name: format!("libgpurun{i}.so.1"),

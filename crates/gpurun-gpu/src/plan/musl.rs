@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::ldcache::Entry;
-use crate::platform::{CacheWidth, Platform};
+use crate::formats::ldcache::Entry;
+use crate::formats::platform::{CacheWidth, Platform};
 use safe_fs::Rootfs;
 
 /// musl's own folders when an image has no path file.
@@ -106,7 +106,7 @@ pub fn plan(root: &Rootfs, entries: &[Entry], platform: &Platform) -> Option<Mus
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::X86_64;
+    use crate::formats::platform::X86_64;
 
     fn entry(path: &str, flags: i32) -> Entry {
         Entry {

@@ -1,21 +1,24 @@
 //! Plan: exactly what a container gets, shaped like CDI's `containerEdits`.
 //! The same inventory, request and rootfs give a byte-identical plan.
 
+pub mod cuda_compat;
+pub mod mount_points;
+pub mod musl;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::caps::Capability;
-use crate::cuda_compat;
-use crate::devlist::{DeviceRef, DeviceSelection};
-use crate::gated::{self, Gated, ImexChannels};
+use crate::formats::devlist::{DeviceRef, DeviceSelection};
+use crate::formats::ldcache::Entry;
+use crate::formats::platform::Platform;
+use crate::formats::require::Facts;
+use crate::inventory::caps::Capability;
+use crate::inventory::gated::{self, Gated, ImexChannels};
 use crate::inventory::{DeviceNode, DriverFile, FileKind, Gpu, Inventory};
-use crate::ldcache::Entry;
-use crate::platform::Platform;
 use crate::request::Request;
-use crate::require::Facts;
 use safe_fs::Rootfs;
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -41,7 +44,7 @@ pub struct Plan {
     pub device_groups: Vec<u32>,
     /// A musl image's `/etc/ld-musl-<arch>.path`, where its loader would
     /// not find the injected libraries otherwise.
-    pub musl_path: Option<crate::musl::MuslPath>,
+    pub musl_path: Option<crate::plan::musl::MuslPath>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -364,7 +367,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
     ldcache_entries.dedup();
     let musl_path = rootfs_handle
         .as_ref()
-        .and_then(|root| crate::musl::plan(root, &ldcache_entries, inv.platform));
+        .and_then(|root| crate::plan::musl::plan(root, &ldcache_entries, inv.platform));
     let device_groups = if req.device_groups_disabled {
         Vec::new()
     } else {
@@ -438,7 +441,7 @@ fn device_nodes(
     let mut nodes: Vec<DeviceNode> = Vec::new();
     for n in inv.control_nodes.iter().filter(|_| gpu_request) {
         let wanted = match n.path.as_str() {
-            "/dev/nvidiactl" | crate::wsl::DXG => true,
+            "/dev/nvidiactl" | crate::inventory::wsl::DXG => true,
             "/dev/nvidia-uvm" | "/dev/nvidia-uvm-tools" => caps.contains(&Capability::Compute),
             "/dev/nvidia-modeset" => wants_drm,
             // A Tegra's CSV lists the nodes every GPU container gets.
@@ -644,11 +647,11 @@ fn withhold_node_wide(mounts: &mut Vec<PlannedMount>, req: &Request) {
         return;
     }
     let before = mounts.len();
-    mounts.retain(|m| m.destination != Path::new(crate::driver_files::MPS_PIPE_DIR));
+    mounts.retain(|m| m.destination != Path::new(crate::inventory::driver_files::MPS_PIPE_DIR));
     if mounts.len() != before {
         tracing::debug!(
             "{} left out: the host's MPS pipe directory is not given to an unprivileged container on a shared node",
-            crate::driver_files::MPS_PIPE_DIR
+            crate::inventory::driver_files::MPS_PIPE_DIR
         );
     }
 }
@@ -782,7 +785,7 @@ pub fn find_cuda_compat(
         .ok()
         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
         .and_then(|mut f| {
-            crate::elf::note_section(&mut f, cuda_compat::NOTE_SECTION, Platform::native())
+            crate::formats::elf::note_section(&mut f, cuda_compat::NOTE_SECTION, Platform::native())
         })
         .and_then(|(bytes, align)| cuda_compat::parse_note(&bytes, align));
     let (used, why) = cuda_compat::decide(&version, note.as_ref(), host_driver, host_cuda);
@@ -869,7 +872,7 @@ mod tests {
             files: BTreeMap::new(),
             firmware: Vec::new(),
             notes: Vec::new(),
-            platform: crate::platform::Platform::native(),
+            platform: crate::formats::platform::Platform::native(),
             wsl: None,
             tegra: None,
         }
@@ -913,7 +916,7 @@ mod tests {
     /// directory with aarch64's linker-cache flags; on x86_64 to x86_64's.
     #[test]
     fn libraries_follow_the_platforms_directory_and_cache_flags() {
-        use crate::platform::{AARCH64, X86_64};
+        use crate::formats::platform::{AARCH64, X86_64};
         let dir = std::env::temp_dir().join(format!("plan-platform-{}", std::process::id()));
         for platform in [&AARCH64, &X86_64] {
             let rootfs = dir.join(platform.arch);

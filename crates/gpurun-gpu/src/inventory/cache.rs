@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::driver_files::{DriverFiles, LibraryDirs};
+use crate::inventory::driver_files::{DriverFiles, LibraryDirs};
 
 /// Bump when the cached shape or the search changes.
 const FORMAT: u32 = 1;

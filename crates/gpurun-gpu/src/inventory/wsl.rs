@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::caps::Capability;
-use crate::driver_files::{names_in, relative, DriverFile, DriverFiles, FileKind, Looked};
-use crate::elf;
-use crate::platform::Platform;
+use crate::formats::elf;
+use crate::formats::platform::Platform;
+use crate::inventory::caps::Capability;
+use crate::inventory::driver_files::{
+    names_in, relative, DriverFile, DriverFiles, FileKind, Looked,
+};
 use safe_fs::Rootfs;
 
 /// WSL2's GPU node: every GPU of the Windows host.

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use crate::platform::Platform;
+use crate::formats::platform::Platform;
 
 const DT_NULL: u64 = 0;
 const DT_STRTAB: u64 = 5;
@@ -179,10 +179,10 @@ mod tests {
     #[test]
     fn another_machines_library_is_not_read() {
         let native = Platform::native();
-        let other = if native == &crate::platform::X86_64 {
-            &crate::platform::AARCH64
+        let other = if native == &crate::formats::platform::X86_64 {
+            &crate::formats::platform::AARCH64
         } else {
-            &crate::platform::X86_64
+            &crate::formats::platform::X86_64
         };
         let libc = Path::new("/lib").join(native.triplet).join("libc.so.6");
         let mut file = File::open(&libc).unwrap();

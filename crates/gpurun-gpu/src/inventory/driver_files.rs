@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::caps::Capability;
-use crate::elf;
-use crate::ldcache;
-use crate::platform::{CacheWidth, Platform};
+use crate::formats::elf;
+use crate::formats::ldcache;
+use crate::formats::platform::{CacheWidth, Platform};
+use crate::inventory::caps::Capability;
 use safe_fs::Rootfs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -316,7 +316,9 @@ pub fn library_version(root: &Rootfs, dirs: &LibraryDirs, looked: &mut Looked) -
         for name in names_in(root, dir, looked) {
             for prefix in ["libnvidia-ml.so.", "libcuda.so."] {
                 if let Some(v) = name.strip_prefix(prefix) {
-                    if v.split('.').count() >= 2 && crate::require::parse_version(v).is_some() {
+                    if v.split('.').count() >= 2
+                        && crate::formats::require::parse_version(v).is_some()
+                    {
                         return Some(v.to_owned());
                     }
                 }
@@ -382,7 +384,7 @@ fn scan_libraries(
                         .filter(|(_, p)| {
                             name.strip_prefix(p).is_some_and(|v| {
                                 v.split('.').count() >= 3
-                                    && crate::require::parse_version(v).is_some()
+                                    && crate::formats::require::parse_version(v).is_some()
                             })
                         })
                         .map(|(c, _)| *c)
@@ -723,7 +725,7 @@ pub fn nvml_library(root: &Rootfs, dirs: &LibraryDirs) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::{AARCH64, X86_64};
+    use crate::formats::platform::{AARCH64, X86_64};
     use std::fs;
 
     /// An ELF header of `machine`: enough to tell a library's architecture.
