@@ -1,6 +1,6 @@
 //! Records the git commit gpurun is built from, for `gpurun --version`,
 //! links the binary position-dependent, and builds the exec stub
-//! (`stub/exec-stub.c`, see src/runtime/exec_stub.rs) that the binary
+//! (`stub/exec-stub.c`, see src/runtime/protect/exec_stub.rs) that the binary
 //! carries.
 
 use std::process::Command;

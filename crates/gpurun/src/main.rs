@@ -7,7 +7,7 @@ mod runtime;
 use std::path::PathBuf;
 
 use crate::runtime::context::{one_line, Ctx, Failure};
-use crate::runtime::{logging, seal, state_dir};
+use crate::runtime::{logging, protect::seal, state::state_dir};
 
 fn main() {
     refuse_to_run_as_a_hook();

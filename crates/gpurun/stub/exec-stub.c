@@ -1,6 +1,6 @@
 /*
  * gpurun's exec stub: the last step of a container's start on the fast
- * path (see crates/gpurun/src/runtime/exec_stub.rs for why it exists).
+ * path (see crates/gpurun/src/runtime/protect/exec_stub.rs for why it exists).
  *
  * The container's init execs this stub from a sealed memfd, and the stub
  * execs the container's program. So at the moment the program is exec'd,

@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use libcontainer::container::ContainerStatus;
 use liboci_cli::Delete;
 
-use crate::runtime::{containers, context::Ctx};
+use crate::runtime::{context::Ctx, state::containers};
 
 pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     let id = &args.container_id;
@@ -32,7 +32,7 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
         }
         // And processes that outlived the state in the container's default
         // cgroup, as runc takes a container down from its cgroup path.
-        if crate::runtime::privilege::is_host_root() && !ctx.settings.systemd_cgroup {
+        if crate::runtime::protect::privilege::is_host_root() && !ctx.settings.systemd_cgroup {
             let killed = crate::runtime::cgroup_path::remove_orphaned_default(id);
             if killed > 0 {
                 tracing::warn!(

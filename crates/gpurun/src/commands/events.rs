@@ -15,7 +15,7 @@ use libcontainer::container::{Container, ContainerStatus};
 use serde_json::{json, Map, Value};
 
 use crate::cli::EventsArgs;
-use crate::runtime::{containers, context::Ctx};
+use crate::runtime::{context::Ctx, state::containers};
 
 fn entry(d: &MemoryData) -> Value {
     json!({"limit": d.limit, "usage": d.usage, "max": d.max_usage, "failcnt": d.fail_count})

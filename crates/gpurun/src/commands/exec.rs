@@ -5,9 +5,9 @@ use libcontainer::container::{Container, ContainerStatus};
 use libcontainer::syscall::syscall::SyscallType;
 use nix::sys::wait::{waitpid, WaitStatus};
 
-use crate::runtime::executor::GpurunExecutor;
-use crate::runtime::terminal::ConsoleSocket;
-use crate::runtime::{containers, context::Ctx};
+use crate::runtime::launch::executor::GpurunExecutor;
+use crate::runtime::launch::terminal::ConsoleSocket;
+use crate::runtime::{context::Ctx, state::containers};
 
 /// Runs a process in a running container; returns its exit code unless
 /// --detach. exec's own failures exit 255 and start with "exec failed", as
@@ -160,7 +160,7 @@ impl ProcessCopy {
         let terminal = parsed.as_ref().is_some_and(|v| v["terminal"] == true);
         if let Some(affinity) = parsed.as_ref().map(|v| &v["execCPUAffinity"]) {
             for field in ["initial", "final"] {
-                crate::runtime::prepare::check_cpu_affinity(field, affinity[field].as_str())?;
+                crate::runtime::spec::prepare::check_cpu_affinity(field, affinity[field].as_str())?;
             }
         }
         // A process without "user" runs as uid and gid 0, as under runc

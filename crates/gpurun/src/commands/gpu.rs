@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use gpurun_gpu::{cdi, flow, inventory, request, Source};
 
 use crate::cli::GpuCommand;
-use crate::runtime::{context::Ctx, driver_paths, prepare};
+use crate::runtime::{context::Ctx, spec::driver_paths, spec::prepare};
 
 pub fn gpu(ctx: &Ctx, command: GpuCommand) -> Result<()> {
     let roots = driver_paths::resolve(&ctx.settings)?;

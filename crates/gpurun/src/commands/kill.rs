@@ -5,7 +5,7 @@ use libcontainer::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::cli::KillArgs;
-use crate::runtime::{containers, context::Ctx, signals};
+use crate::runtime::{context::Ctx, launch::signals, state::containers};
 
 pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
     let id = &args.container_id;

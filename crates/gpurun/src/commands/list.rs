@@ -5,7 +5,7 @@ use libcontainer::container::Container;
 use serde_json::json;
 
 use crate::cli::ListArgs;
-use crate::runtime::{containers, context::Ctx};
+use crate::runtime::{context::Ctx, state::containers};
 
 pub fn list(ctx: &Ctx, args: ListArgs) -> Result<()> {
     let mut found = Vec::new();

@@ -1,7 +1,7 @@
 use anyhow::{Context, Result};
 use liboci_cli::Pause;
 
-use crate::runtime::{containers, context::Ctx};
+use crate::runtime::{context::Ctx, state::containers};
 
 pub fn pause(ctx: &Ctx, args: Pause) -> Result<()> {
     let mut container = containers::load(&ctx.root, &args.container_id)?;

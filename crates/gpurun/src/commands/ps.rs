@@ -4,7 +4,7 @@ use anyhow::{bail, Result};
 use libcgroups::common::CgroupManager;
 use liboci_cli::Ps;
 
-use crate::runtime::{containers, context::Ctx};
+use crate::runtime::{context::Ctx, state::containers};
 
 /// Lists the container's processes from its cgroup: `--format json` gives
 /// the pids; the table is the host's `ps` (default `-ef`, or the options

@@ -5,10 +5,10 @@ use safe_fs::Rootfs;
 
 use crate::cli::RunArgs;
 use crate::runtime::context::Ctx;
-use crate::runtime::idmap::UserIds;
 use crate::runtime::launch::{self, LaunchArgs};
-use crate::runtime::rootfs_spec::{self, AdhocOptions};
-use crate::runtime::{prepare, seal};
+use crate::runtime::spec::idmap::UserIds;
+use crate::runtime::spec::rootfs_spec::{self, AdhocOptions};
+use crate::runtime::{protect::seal, spec::prepare};
 use gpurun_image::defaults::ImageDefaults;
 
 pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {

@@ -3,7 +3,7 @@ use libcontainer::container::ContainerStatus;
 use liboci_cli::State;
 use serde_json::json;
 
-use crate::runtime::{containers, context::Ctx};
+use crate::runtime::{context::Ctx, state::containers};
 
 /// Prints the container's state as runc does: the OCI state with rootfs,
 /// created and owner.

@@ -12,7 +12,7 @@ use libcontainer::oci_spec::runtime::{
 };
 
 use crate::cli::UpdateArgs;
-use crate::runtime::{containers, context::Ctx};
+use crate::runtime::{context::Ctx, state::containers};
 
 fn from_flags(args: &UpdateArgs) -> Result<LinuxResources> {
     if args.l3_cache_schema.is_some() || args.mem_bw_schema.is_some() {
@@ -93,7 +93,7 @@ pub fn update(ctx: &Ctx, args: UpdateArgs) -> Result<()> {
         None => from_flags(&args)?,
     };
     let mut resources = zeros_unset(asked);
-    let created_with = crate::runtime::prepare::load_spec(&container.root)
+    let created_with = crate::runtime::spec::prepare::load_spec(&container.root)
         .ok()
         .and_then(|spec| spec.linux().as_ref()?.resources().clone())
         .unwrap_or_default();

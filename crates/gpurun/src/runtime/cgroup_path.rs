@@ -311,7 +311,7 @@ pub fn is_unified() -> bool {
 /// for a non-root user on v1, or on v2 without a delegated tree: one it can
 /// write, or, for a systemd-style path, one its own systemd manager makes.
 pub fn writable_for_current_user(path: &Path) -> bool {
-    if crate::runtime::privilege::is_host_root() {
+    if crate::runtime::protect::privilege::is_host_root() {
         return true;
     }
     if !is_unified() {

@@ -16,8 +16,8 @@ use gpurun_image::registry::PullProgress;
 use gpurun_image::{Progress, Stats};
 use safe_fs::Rootfs;
 
-use crate::runtime::idmap::UserIds;
-use crate::runtime::rootfs_spec::{self, AdhocOptions};
+use crate::runtime::spec::idmap::UserIds;
+use crate::runtime::spec::rootfs_spec::{self, AdhocOptions};
 
 /// Where an import reads from.
 enum ImageSource {

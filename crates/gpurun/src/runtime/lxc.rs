@@ -29,7 +29,7 @@ use libcontainer::oci_spec::runtime::{
 use libcontainer::rootfs::MountOptions;
 
 use crate::runtime::logging::LxcStep;
-use crate::runtime::{cgroup_path, context::Ctx, logging, privilege, state_dir};
+use crate::runtime::{cgroup_path, context::Ctx, logging, protect::privilege, state::state_dir};
 use safe_fs::detached_mount::{detached_mount, FsOption};
 
 /// The spec mount type that stands for a mount LXC has already made.

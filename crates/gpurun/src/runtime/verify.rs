@@ -10,7 +10,7 @@ use gpurun_gpu::{flow, Platform, Roots};
 use libcontainer::oci_spec::runtime::Spec;
 
 use crate::runtime::launch::{self, LaunchArgs};
-use crate::runtime::{context::Ctx, driver_paths};
+use crate::runtime::{context::Ctx, spec::driver_paths};
 
 /// Libraries nvidia-smi links against, copied from the host into the
 /// throwaway rootfs when no --rootfs is given (with the platform's loader).
@@ -99,7 +99,7 @@ fn verify_spec(rootfs: &Path, args: &[&str], gpus: &str) -> Result<Spec> {
 /// verify compares with is what the launched container is given.
 fn expected_gpus(ctx: &Ctx, roots: Roots, rootfs: &Path, gpus: &str) -> Result<Vec<String>> {
     let mut spec = verify_spec(rootfs, &["nvidia-smi", "-L"], gpus)?;
-    let slurm_step = crate::runtime::prepare::slurm_step_we_run_in();
+    let slurm_step = crate::runtime::spec::prepare::slurm_step_we_run_in();
     let store = ctx.root.join(flow::CACHE_DIR);
     let around = flow::Surroundings {
         gpus_flag: false,
@@ -190,7 +190,7 @@ impl Verification {
 pub fn verify(ctx: &Ctx, rootfs: Option<PathBuf>, gpus: &str) -> Result<Verification> {
     // It runs containers (from a rootfs the caller may name): the same
     // protected re-exec as `run`, before anything is made.
-    crate::runtime::seal::ensure_sealed()?;
+    crate::runtime::protect::seal::ensure_sealed()?;
     let roots = driver_paths::resolve(&ctx.settings)?;
     let inv = flow::inventory(&roots, Some(&ctx.root.join(flow::CACHE_DIR)))?;
     gpurun_gpu::formats::devlist::parse(Some(gpus))?;

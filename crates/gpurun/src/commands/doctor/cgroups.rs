@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{which, Level, Report};
 use crate::runtime::cgroup_path;
-use crate::runtime::idmap::UserIds;
+use crate::runtime::spec::idmap::UserIds;
 
 pub(super) fn cgroup_version() -> &'static str {
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();

@@ -8,8 +8,8 @@ use gpurun_gpu::plan::Plan;
 use gpurun_gpu::{flow, inventory, request, Roots, Source};
 
 use super::{Level, Report};
-use crate::runtime::idmap::UserIds;
-use crate::runtime::{context::Ctx, driver_paths};
+use crate::runtime::spec::idmap::UserIds;
+use crate::runtime::{context::Ctx, spec::driver_paths};
 
 /// The NVIDIA driver, judged the way `run` judges it: the same request
 /// turned into a plan by the same code, for every GPU with the default

@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::{read_number, xattr_present, Level, Report};
-use crate::runtime::idmap::{map_helpers, UserIds};
-use crate::runtime::{context::Ctx, state_dir};
+use crate::runtime::spec::idmap::{map_helpers, UserIds};
+use crate::runtime::{context::Ctx, state::state_dir};
 
 /// Tries it: a child process creates a user namespace and exits.
 fn can_create_user_namespace() -> Result<(), nix::errno::Errno> {

@@ -13,7 +13,7 @@ use std::fs;
 use anyhow::Result;
 
 use crate::runtime::context::Ctx;
-use crate::runtime::idmap::UserIds;
+use crate::runtime::spec::idmap::UserIds;
 use cgroups::{check_cgroup_drivers, check_cgroups};
 use gpu::check_gpu;
 use host::{check_state_dir, check_subordinate_ids, check_user_namespaces};

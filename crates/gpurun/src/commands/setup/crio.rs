@@ -40,7 +40,7 @@ impl<'a> CrioRuntime<'a> {
         CrioRuntime {
             name,
             binary,
-            root: crate::runtime::state_dir::ROOT_STATE_ROOT,
+            root: crate::runtime::state::state_dir::ROOT_STATE_ROOT,
             monitor: find_conmon(),
             spec_dirs,
             default,

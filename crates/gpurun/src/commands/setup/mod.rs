@@ -361,7 +361,7 @@ fn write_multi_tenant(args: &SetupArgs) -> Result<()> {
 
 /// The CDI spec directories gpurun reads, for CRI-O's `cdi_spec_dirs`.
 fn crio_spec_dirs() -> Result<Vec<String>> {
-    let policy = crate::runtime::driver_paths::request_policy()?;
+    let policy = crate::runtime::spec::driver_paths::request_policy()?;
     Ok(policy
         .spec_dirs
         .iter()
@@ -374,7 +374,7 @@ fn crio_spec_dirs() -> Result<Vec<String>> {
 fn slurm_driver_flags(
     settings: &crate::runtime::context::Settings,
 ) -> Result<Vec<(&'static str, PathBuf)>> {
-    let roots = crate::runtime::driver_paths::resolve(settings)?;
+    let roots = crate::runtime::spec::driver_paths::resolve(settings)?;
     let defaults = gpurun_gpu::roots::Roots::default();
     Ok([
         ("--driver-root", roots.driver_root, defaults.driver_root),

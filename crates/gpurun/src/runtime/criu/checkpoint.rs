@@ -13,7 +13,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use super::gpu;
 use super::{apply_criu_flags, cgroups_mode, CheckpointOptions};
-use crate::runtime::{cgroup_path, containers, context::Ctx, criu, prepare};
+use crate::runtime::{cgroup_path, context::Ctx, criu, spec::prepare, state::containers};
 
 pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
     let id = &args.container_id;

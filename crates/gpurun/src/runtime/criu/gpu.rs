@@ -18,7 +18,7 @@ use libcontainer::container::Container;
 use libcontainer::oci_spec::runtime::Spec;
 
 use super::cuda::{self, Driver, GpuPair};
-use crate::runtime::{containers, context::Ctx, driver_paths};
+use crate::runtime::{context::Ctx, spec::driver_paths, state::containers};
 
 /// CRIU 4.0 is the first that checkpoints processes which used a GPU.
 pub const CRIU_MINIMUM: u32 = 40000;

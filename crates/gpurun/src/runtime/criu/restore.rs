@@ -21,8 +21,8 @@ use nix::unistd::Pid;
 use rust_criu::rust_criu_protobuf::rpc::Criu_notify;
 
 use super::{apply_criu_flags, gpu, RestoreOptions};
-use crate::runtime::prepare::{self, CreateOptions};
-use crate::runtime::{cgroup_path, containers, context::Ctx, criu, foreground};
+use crate::runtime::spec::prepare::{self, CreateOptions};
+use crate::runtime::{cgroup_path, context::Ctx, criu, launch::foreground, state::containers};
 
 /// What the post-restore notification needs; CRIU's callback is a plain
 /// function, so it is handed over here.

@@ -1,5 +1,10 @@
 //! Creating a container: shared by `create` and `run`.
 
+pub mod executor;
+pub mod foreground;
+pub mod signals;
+pub mod terminal;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -8,9 +13,9 @@ use libcontainer::container::Container;
 use libcontainer::syscall::syscall::SyscallType;
 
 use crate::runtime::context::Ctx;
-use crate::runtime::executor::GpurunExecutor;
-use crate::runtime::prepare::{self, CreateOptions};
-use crate::runtime::terminal::ConsoleSocket;
+use crate::runtime::launch::executor::GpurunExecutor;
+use crate::runtime::launch::terminal::ConsoleSocket;
+use crate::runtime::spec::prepare::{self, CreateOptions};
 
 pub struct LaunchArgs<'a> {
     pub id: &'a str,
@@ -118,7 +123,9 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
         .validate_id()?
         .as_init(&prepared.user_bundle)
         .with_config_dir(&prepared.dir)
-        .with_pid_record(crate::runtime::containers::open_pid_record(&prepared.dir)?)
+        .with_pid_record(crate::runtime::state::containers::open_pid_record(
+            &prepared.dir,
+        )?)
         .with_systemd(ctx.settings.systemd_cgroup)
         .with_detach(args.detach)
         .with_no_pivot(args.no_pivot)
@@ -137,11 +144,11 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     let saved = container.root.join("config.json");
     if let Err(e) = std::fs::rename(prepared.dir.join("config.json"), &saved) {
         let mut container = container;
-        let _ = crate::runtime::containers::delete(&mut container, true);
+        let _ = crate::runtime::state::containers::delete(&mut container, true);
         return Err(e).with_context(|| format!("save the config of container {:?}", args.id));
     }
     if prepared.no_process {
-        crate::runtime::containers::mark_no_process(&ctx.root, args.id)?;
+        crate::runtime::state::containers::mark_no_process(&ctx.root, args.id)?;
     }
 
     Ok((container, own_console))
@@ -197,7 +204,7 @@ pub fn run_foreground(
     started: Option<&mut std::fs::File>,
 ) -> Result<i32> {
     // Before any child exists, so no SIGCHLD can be lost.
-    crate::runtime::foreground::block_signals()?;
+    crate::runtime::launch::foreground::block_signals()?;
     if subreaper {
         // Orphans of a container without its own pid namespace come to us,
         // and the wait loop reaps them.
@@ -209,7 +216,7 @@ pub fn run_foreground(
         Some(console) => match console.relay() {
             Ok(relay) => Some(relay),
             Err(e) => {
-                let _ = crate::runtime::containers::delete(&mut container, true);
+                let _ = crate::runtime::state::containers::delete(&mut container, true);
                 return Err(e);
             }
         },
@@ -221,9 +228,9 @@ pub fn run_foreground(
         let _ = started.write_all(STARTED);
     }
     let init = container.pid().context("the container has no init pid")?;
-    let code = crate::runtime::foreground::wait_for_init(init);
+    let code = crate::runtime::launch::foreground::wait_for_init(init);
     if !keep {
-        crate::runtime::containers::delete(&mut container, true)
+        crate::runtime::state::containers::delete(&mut container, true)
             .with_context(|| format!("delete container {id:?}"))?;
     }
     if let Some(relay) = relay {
@@ -236,11 +243,11 @@ pub fn run_foreground(
 /// failed `run` leaves nothing behind.
 pub fn start_or_delete(ctx: &Ctx, container: &mut Container) -> Result<()> {
     let started =
-        crate::runtime::containers::refuse_start_without_process(&ctx.root, container.id())
+        crate::runtime::state::containers::refuse_start_without_process(&ctx.root, container.id())
             .and_then(|()| Ok(container.start()?));
     if let Err(e) = started {
         let id = container.id().to_owned();
-        let _ = crate::runtime::containers::delete(container, true);
+        let _ = crate::runtime::state::containers::delete(container, true);
         return Err(e).with_context(|| format!("start container {id:?}"));
     }
     Ok(())

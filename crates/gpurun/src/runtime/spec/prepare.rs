@@ -18,7 +18,7 @@ use gpurun_gpu::{cdi::hooks as cdi_hooks, flow, request};
 
 use crate::runtime::context::Settings;
 use crate::runtime::logging::Step;
-use crate::runtime::{cgroup_path, containers, driver_paths, logging};
+use crate::runtime::{cgroup_path, logging, spec::driver_paths, state::containers};
 
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -187,9 +187,9 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     if spec.linux().is_none() {
         bail!("config.json has no \"linux\" section: gpurun runs Linux containers only");
     }
-    crate::runtime::validate::normalize_rootfs_propagation(&mut spec);
-    crate::runtime::validate::normalize_device_access(&mut spec);
-    crate::runtime::validate::check(&spec)?;
+    crate::runtime::spec::validate::normalize_rootfs_propagation(&mut spec);
+    crate::runtime::spec::validate::normalize_device_access(&mut spec);
+    crate::runtime::spec::validate::check(&spec)?;
 
     let mut prepared = claim(opts, user_bundle)?;
     prepared.no_process = give_a_stand_in_process(&mut spec);
@@ -258,7 +258,7 @@ fn give_a_stand_in_process(spec: &mut Spec) -> bool {
     let mut stand_in = libcontainer::oci_spec::runtime::Process::default();
     stand_in.set_args(Some(vec!["gpurun-no-process".into()]));
     stand_in.set_env(Some(vec![
-        crate::runtime::executor::NO_PROCESS_MARKER.into()
+        crate::runtime::launch::executor::NO_PROCESS_MARKER.into(),
     ]));
     stand_in.set_terminal(Some(false));
     spec.set_process(Some(stand_in));
@@ -622,7 +622,9 @@ fn apply_cgroup_path(
         .clone()
         .filter(|p| !p.as_os_str().is_empty());
     let in_step = slurm_step
-        .filter(|_| !opts.settings.systemd_cgroup && crate::runtime::privilege::is_host_root())
+        .filter(|_| {
+            !opts.settings.systemd_cgroup && crate::runtime::protect::privilege::is_host_root()
+        })
         .map(|step| PathBuf::from(step.container_cgroup(opts.id)));
     let path = cgroup_path::choose(
         given.or(in_step).as_deref(),
@@ -638,7 +640,7 @@ fn apply_cgroup_path(
 /// every open. Say so, naming the device, before anything is made.
 fn check_devices_can_be_opened(spec: &Spec) -> Result<()> {
     use std::os::unix::fs::FileTypeExt;
-    if crate::runtime::privilege::is_host_root() {
+    if crate::runtime::protect::privilege::is_host_root() {
         return Ok(());
     }
     let mut nodes: Vec<PathBuf> = spec
@@ -675,7 +677,7 @@ fn check_devices_can_be_opened(spec: &Spec) -> Result<()> {
 /// cgroup delegation, a container without cgroup limits (as runc does) and
 /// a warning that says so.
 fn apply_rootless(spec: &mut Spec) -> Result<()> {
-    if crate::runtime::privilege::is_host_root() {
+    if crate::runtime::protect::privilege::is_host_root() {
         return Ok(());
     }
     let linux = spec.linux_mut().as_mut().expect("checked above");

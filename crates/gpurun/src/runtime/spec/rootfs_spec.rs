@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use libcontainer::oci_spec::runtime::Spec;
 use serde_json::{json, Value};
 
-use crate::runtime::idmap::UserIds;
+use crate::runtime::spec::idmap::UserIds;
 
 /// A `-v SRC:DST[:ro|rw]` bind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,12 +238,12 @@ mod tests {
     fn keep_uid_env_workdir_and_volumes() {
         let cmd = vec!["id".to_owned()];
         let mut u = user();
-        u.subuids = vec![crate::runtime::idmap::SubRange {
+        u.subuids = vec![crate::runtime::spec::idmap::SubRange {
             start: 100000,
             count: 65536,
         }];
         u.subgids = u.subuids.clone();
-        if crate::runtime::idmap::map_helpers().is_none() {
+        if crate::runtime::spec::idmap::map_helpers().is_none() {
             return; // covered by idmap's own test
         }
         let env = vec!["PATH=/opt/bin".to_owned(), "A=1".to_owned()];

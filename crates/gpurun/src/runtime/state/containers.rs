@@ -256,7 +256,7 @@ pub fn hold_id(root: &Path, id: &str) -> Result<HeldId> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
                 "container {id:?} does not exist in {}: see \"{}\"",
                 root.display(),
-                crate::runtime::state_dir::list_command(root)
+                crate::runtime::state::state_dir::list_command(root)
             ),
             Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
         }
@@ -375,7 +375,7 @@ pub fn load(root: &Path, id: &str) -> Result<Container> {
         bail!(
             "container {id:?} does not exist in {}: see \"{}\"",
             root.display(),
-            crate::runtime::state_dir::list_command(root)
+            crate::runtime::state::state_dir::list_command(root)
         );
     }
     Container::load(dir).with_context(|| format!("read the state of container {id:?}"))

@@ -13,7 +13,7 @@ pub const ROOT_STATE_ROOT: &str = "/run/gpurun";
 /// The root with no `--root`, where it is a fixed path (not a batch job's
 /// private one); nothing is made.
 pub fn default_root() -> Option<PathBuf> {
-    if crate::runtime::privilege::is_host_root() {
+    if crate::runtime::protect::privilege::is_host_root() {
         return Some(PathBuf::from(ROOT_STATE_ROOT));
     }
     std::env::var_os("XDG_RUNTIME_DIR")
@@ -44,7 +44,9 @@ pub fn resolve(flag: Option<&Path>, makes_containers: bool) -> Result<PathBuf> {
         // slurmstepd runs RunTimeQuery as) reads a user's as it is, and
         // makes one only to make containers in it: a `state` that made it
         // would lock its user out.
-        if crate::runtime::privilege::is_host_root() && (root.is_dir() || !makes_containers) {
+        if crate::runtime::protect::privilege::is_host_root()
+            && (root.is_dir() || !makes_containers)
+        {
             return Ok(root);
         }
         return owned_dir(

@@ -32,7 +32,7 @@ use safe_fs::detached_mount::{detached_mount, FsOption};
 use safe_fs::syscall_result as check;
 
 /// The copy can neither change size nor get new seals...
-const FIXED: libc::c_int = crate::runtime::exec_stub::SEALS_FIXED;
+const FIXED: libc::c_int = crate::runtime::protect::exec_stub::SEALS_FIXED;
 /// ...nor be written: F_SEAL_WRITE, or F_SEAL_FUTURE_WRITE (see
 /// `exec_stub::seal_memfd`).
 const NO_WRITES: libc::c_int = libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE;
@@ -100,7 +100,7 @@ fn through_private_overlay(exe: &Path) -> io::Result<OwnedFd> {
     let (Some(dir), Some(name)) = (exe.parent(), exe.file_name()) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
-    let empty = if crate::runtime::privilege::in_user_namespace() {
+    let empty = if crate::runtime::protect::privilege::in_user_namespace() {
         Some(EmptyLayer::new()?)
     } else {
         None
@@ -157,7 +157,7 @@ fn sealed_copy(exe: &mut File) -> Result<OwnedFd> {
     // SAFETY: fd was just returned by memfd_create and is owned here.
     let mut memfd = unsafe { File::from_raw_fd(fd) };
     io::copy(exe, &mut memfd).context("copy the binary into a memfd")?;
-    crate::runtime::exec_stub::seal_memfd(fd).context("seal the memfd")?;
+    crate::runtime::protect::exec_stub::seal_memfd(fd).context("seal the memfd")?;
     Ok(memfd.into())
 }
 
@@ -210,7 +210,7 @@ pub fn ensure_sealed() -> Result<()> {
             CString::new(kv).context("environment holds a NUL byte")
         })
         .collect::<Result<_>>()?;
-    let errno = crate::runtime::exec_stub::exec_fd(fd.as_raw_fd(), &args, &env);
+    let errno = crate::runtime::protect::exec_stub::exec_fd(fd.as_raw_fd(), &args, &env);
     Err(io::Error::from(errno)).context("re-exec from the protected binary")
 }
 
@@ -235,7 +235,7 @@ pub fn protect_run(spec: Option<&Spec>) -> Result<()> {
         .ok_or_else(|| "the spec could not be read here".to_owned())
         .and_then(stub_protects)
         .and_then(|()| {
-            crate::runtime::exec_stub::load().map_err(|e| format!("no exec stub ({e})"))
+            crate::runtime::protect::exec_stub::load().map_err(|e| format!("no exec stub ({e})"))
         });
     match verdict {
         Ok(()) => {
@@ -263,7 +263,7 @@ pub fn protect_run(spec: Option<&Spec>) -> Result<()> {
 /// the host's binary (the reasoning is in `exec_stub`), or `Ok` when it
 /// does.
 pub fn stub_protects(spec: &Spec) -> Result<(), String> {
-    if !crate::runtime::exec_stub::built() {
+    if !crate::runtime::protect::exec_stub::built() {
         return Err("this build has no exec stub".into());
     }
     let linux = spec.linux().as_ref().ok_or("no linux section")?;
@@ -396,10 +396,11 @@ pub struct ContainerIds {
 impl ContainerIds {
     fn of_caller() -> ContainerIds {
         use nix::unistd::{getegid, geteuid, getgroups};
-        let user = crate::runtime::idmap::UserIds::current();
+        let user = crate::runtime::spec::idmap::UserIds::current();
         let one = |id: u32| (id, id);
-        let range =
-            |r: &crate::runtime::idmap::SubRange| (r.start, r.start.saturating_add(r.count - 1));
+        let range = |r: &crate::runtime::spec::idmap::SubRange| {
+            (r.start, r.start.saturating_add(r.count - 1))
+        };
         let mut uids = vec![one(user.uid), one(geteuid().as_raw())];
         uids.extend(user.subuids.iter().map(range));
         let mut gids: Vec<_> = [user.gid, getegid().as_raw()]
@@ -605,7 +606,7 @@ mod tests {
 
     #[test]
     fn the_default_spec_needs_no_re_exec() {
-        if crate::runtime::exec_stub::built() {
+        if crate::runtime::protect::exec_stub::built() {
             assert_eq!(stub_protects(&Spec::default()), Ok(()));
         }
     }
@@ -647,7 +648,7 @@ mod tests {
         // After start, hooks cannot reach a clone of ours.
         assert!(
             !refused(|c| c["hooks"] = serde_json::json!({"poststart": [{"path": "/x"}]}))
-                || !crate::runtime::exec_stub::built()
+                || !crate::runtime::protect::exec_stub::built()
         );
         // CDI names a spec file may answer with hooks added later.
         assert!(refused(
@@ -665,7 +666,7 @@ mod tests {
                     "args": ["nvidia-cdi-hook", "update-ldcache", "--folder", "/usr/lib"]}]})
             }))
             .is_ok()
-                || !crate::runtime::exec_stub::built()
+                || !crate::runtime::protect::exec_stub::built()
         );
         assert!(refused(|c| {
             c["hooks"] = serde_json::json!({"startContainer": [{"path": "/usr/bin/nvidia-cdi-hook",

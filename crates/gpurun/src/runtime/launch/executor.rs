@@ -11,7 +11,7 @@ use libcontainer::workload::{
 };
 use nix::sys::signal::{SigSet, SigmaskHow};
 
-use crate::runtime::exec_stub::errno_text;
+use crate::runtime::protect::exec_stub::errno_text;
 
 #[derive(Clone, Default)]
 pub struct GpurunExecutor;
@@ -70,14 +70,15 @@ impl Executor for GpurunExecutor {
             .find(|(k, _)| k == "PATH")
             .map(|(_, v)| v.as_str())
             .unwrap_or(DEFAULT_PATH);
-        let line = match crate::runtime::exec_stub::loaded() {
+        let line = match crate::runtime::protect::exec_stub::loaded() {
             // The fast path (see exec_stub): the stub itself reports a
             // program that cannot start; this line only says the stub did
             // not. There is no falling back to a direct exec here: that
             // would run the program from a process whose exe is the host's
             // binary.
             Some(stub) => {
-                let errno = crate::runtime::exec_stub::exec(stub, program, path, &c_args, &envp);
+                let errno =
+                    crate::runtime::protect::exec_stub::exec(stub, program, path, &c_args, &envp);
                 format!("exec {program}: gpurun's exec stub: {}", errno_text(errno))
             }
             // A program that cannot start (a missing loader or interpreter,

@@ -28,7 +28,7 @@ pub fn wait_for_init(init: Pid) -> Result<i32> {
             // Go runtimes (the engines) use SIGURG for preemption.
             Signal::SIGURG => {}
             // A resize is for the relayed terminal, not the container's init.
-            Signal::SIGWINCH => crate::runtime::terminal::pass_window_size(),
+            Signal::SIGWINCH => crate::runtime::launch::terminal::pass_window_size(),
             signal => match kill(init, signal) {
                 Ok(()) | Err(Errno::ESRCH) => {}
                 Err(e) => tracing::warn!("forward {signal} to the container: {e}"),
