@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The manual names only what exists, and states one value per fact.
 
-Fails when README.md, CONTRIBUTING.md, SECURITY.md or a page in docs/
+Fails when README.md, CONTRIBUTING.md, SECURITY.md, a page in docs/ or a
+vendored crate's GPURUN-PATCH.md
 names a file of this repository that does not exist (scripts/..., tests/...,
 docs/..., examples/..., integration/..., crates/..., .ci/...) or links to
 one (a relative Markdown link, from the page's folder), or a test
@@ -17,6 +18,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "SECURITY.md"]
 PAGES += sorted((ROOT / "docs").rglob("*.md"))
+# The forks' patch queues: each patch's Test: names a test that exists.
+PAGES += sorted((ROOT / "crates/vendor").glob("*/GPURUN-PATCH.md"))
 TOP = ("scripts/", "tests/", "docs/", "examples/", "integration/", "crates/", ".ci/")
 # A repository path: a top folder, then path characters; placeholders in
 # capitals (DIR, FILE) and globs are not paths to check.
