@@ -6,8 +6,10 @@ mod runtime;
 
 use std::path::PathBuf;
 
+use crate::cli::StateRoot;
 use crate::runtime::context::{one_line, Ctx, Failure};
-use crate::runtime::{logging, protect::seal, state::state_dir};
+use crate::runtime::protect::seal::{self, Protection};
+use crate::runtime::{logging, state::state_dir};
 
 fn main() {
     refuse_to_run_as_a_hook();
@@ -16,15 +18,16 @@ fn main() {
     // the command line is parsed once, in the protected process. Any
     // argument naming a command that enters a container counts: a false
     // match (a container called "exec") costs one re-exec, nothing more.
-    // A root `run` alone decides once its spec is read (seal::protect_run):
-    // most need no re-exec.
+    // A root `run` alone decides once its spec is read (seal::protect_run,
+    // told so by `protection`): most need no re-exec.
     let entering: Vec<std::ffi::OsString> = std::env::args_os()
         .skip(1)
         .filter(|a| cli::Command::ENTERING_CONTAINERS.iter().any(|c| a == *c))
         .collect();
+    let mut protection = Protection::Done;
     if !entering.is_empty() {
         if entering.iter().all(|a| a == "run") && nix::unistd::geteuid().is_root() {
-            seal::defer_to_run();
+            protection = Protection::ChosenByRun;
         } else if let Err(e) = seal::ensure_sealed() {
             eprintln!("gpurun: error: {e:#}");
             std::process::exit(1);
@@ -34,7 +37,8 @@ fn main() {
     let program = argv.next().unwrap_or_else(|| "gpurun".into());
     let cli = cli::lean::parse(program, argv.collect());
     close_inherited_fds(&cli.command);
-    if cli.command.only_reports() {
+    let traits = cli.command.traits();
+    if traits.only_reports {
         // SAFETY: restoring a default disposition, before any thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
@@ -47,17 +51,13 @@ fn main() {
         }
     };
     // doctor reports a broken state directory instead of stopping at it.
-    let state = match cli.command {
-        cli::Command::Doctor { .. }
-        | cli::Command::Import { .. }
-        | cli::Command::LxcHook(_)
-        | cli::Command::CdiHook { .. }
-        | cli::Command::GenerateDocs { .. } => Ok(PathBuf::new()),
-        _ => state_dir::resolve(settings.root.as_deref(), cli.command.makes_containers()),
+    let state = match traits.state_root {
+        StateRoot::Unused => Ok(PathBuf::new()),
+        needed => state_dir::resolve(settings.root.as_deref(), needed == StateRoot::MayMake),
     };
     let result = state.and_then(|root| {
         let ctx = Ctx { settings, root };
-        commands::dispatch(&ctx, cli.command)
+        commands::dispatch(&ctx, cli.command, protection)
     });
     let code = match result {
         Ok(code) => code,

@@ -282,41 +282,74 @@ pub struct KillArgs {
     pub signal: String,
 }
 
+/// What main must know of a command before it runs it: one description
+/// per command, in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Traits {
+    /// It places a process inside a container, and so must run from a
+    /// binary the container cannot write (`seal`): a container process can
+    /// reach `/proc/<pid>/exe` only of a runtime that joined its namespaces.
+    pub enters_containers: bool,
+    /// Its work is printing (or is done before it prints): when its reader
+    /// goes away (`gpurun list | head -1`) it ends quietly on SIGPIPE, as
+    /// runc does. The others keep SIGPIPE ignored: they talk to their own
+    /// children over pipes, and a dead child is an error they clean up after.
+    pub only_reports: bool,
+    pub state_root: StateRoot,
+}
+
+/// What a command needs of the state root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateRoot {
+    /// None: it keeps no state (doctor reports a broken root instead).
+    Unused,
+    /// One that exists, or nothing to find.
+    Existing,
+    /// It makes containers, and so may make the root where it is missing.
+    MayMake,
+}
+
 impl Command {
-    /// Commands that place a process inside a container. Only these re-exec
-    /// from a sealed copy of the binary: a container process can reach
-    /// `/proc/<pid>/exe` only of a runtime that joined its namespaces.
-    /// Commands whose work is printing (or is done before they print):
-    /// when their reader goes away (`gpurun list | head -1`) they end
-    /// quietly on SIGPIPE, as runc does, instead of failing on EPIPE.
-    /// The others keep SIGPIPE ignored: they talk to their own children
-    /// over pipes, and a dead child must be an error they clean up after.
-    pub fn only_reports(&self) -> bool {
-        match self {
+    /// This command's traits; every command is listed, so a new one must
+    /// say what it is.
+    pub fn traits(&self) -> Traits {
+        use StateRoot::*;
+        let (enters_containers, only_reports, state_root) = match self {
+            Command::Create(_) | Command::Run(_) => (true, false, MayMake),
+            Command::Exec(_) => (true, false, Existing),
+            Command::Restore(_) => (false, false, MayMake),
+            Command::Start(_)
+            | Command::Kill(_)
+            | Command::Delete(_)
+            | Command::Checkpoint(_)
+            | Command::Pause(_)
+            | Command::Resume(_)
+            | Command::Update(_) => (false, false, Existing),
             Command::State(_)
             | Command::Ps(_)
             | Command::List(_)
             | Command::Features(_)
             | Command::Spec(_)
             | Command::Events(_)
-            | Command::Doctor { .. }
-            | Command::Setup(_) => true,
-            Command::Gpu(gpu) => !matches!(gpu, GpuCommand::Verify { .. }),
-            _ => false,
+            | Command::Setup(_) => (false, true, Existing),
+            Command::Gpu(GpuCommand::Verify { .. }) => (false, false, Existing),
+            Command::Gpu(_) => (false, true, Existing),
+            Command::Doctor { .. } => (false, true, Unused),
+            Command::Import { .. }
+            | Command::LxcHook(_)
+            | Command::CdiHook { .. }
+            | Command::GenerateDocs { .. } => (false, false, Unused),
+        };
+        Traits {
+            enters_containers,
+            only_reports,
+            state_root,
         }
     }
 
-    /// Whether the command makes containers, and so may make a state root
-    /// that does not exist yet.
-    pub fn makes_containers(&self) -> bool {
-        matches!(
-            self,
-            Command::Create(_) | Command::Run(_) | Command::Restore(_)
-        )
-    }
-
-    /// The commands whose processes enter a container, and so must run
-    /// from a binary the container cannot write (`seal`).
+    /// The names of the commands that enter containers, for main's scan
+    /// of the arguments before they are parsed (the protected re-exec
+    /// comes first); a test holds it to `traits`.
     pub const ENTERING_CONTAINERS: [&'static str; 3] = ["create", "run", "exec"];
 }
 
@@ -326,11 +359,43 @@ mod tests {
 
     use super::*;
 
+    /// The names main scans for are exactly the commands whose traits say
+    /// they enter containers.
     #[test]
-    fn the_commands_that_enter_containers_exist() {
+    fn the_names_main_scans_for_are_the_commands_that_enter_containers() {
         let cli = Cli::command();
+        for sub in cli.get_subcommands() {
+            let name = sub.get_name();
+            if name == "help" {
+                continue;
+            }
+            let parsed = Cli::try_parse_from(minimal_args(name))
+                .unwrap_or_else(|e| panic!("gpurun {name}: {e}"));
+            assert_eq!(
+                parsed.command.traits().enters_containers,
+                Command::ENTERING_CONTAINERS.contains(&name),
+                "{name}"
+            );
+        }
         for name in Command::ENTERING_CONTAINERS {
             assert!(cli.find_subcommand(name).is_some(), "{name}");
         }
+    }
+
+    /// `gpurun NAME` with the positional arguments its parse needs.
+    fn minimal_args(name: &str) -> Vec<&str> {
+        let mut args = vec!["gpurun", name];
+        match name {
+            "update" | "checkpoint" | "restore" | "create" | "start" | "state" | "kill"
+            | "delete" | "ps" | "pause" | "resume" | "events" => args.push("id"),
+            "exec" => args.extend(["id", "true"]),
+            "gpu" => args.push("info"),
+            "setup" => args.push("docker"),
+            "import" => args.extend(["-o", "dir", "image"]),
+            "generate-docs" => args.push("dir"),
+            "cdi-hook" => args.push("update-ldcache"),
+            _ => {}
+        }
+        args
     }
 }

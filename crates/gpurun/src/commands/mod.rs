@@ -30,13 +30,14 @@ use anyhow::Result;
 
 use crate::cli::Command;
 use crate::runtime::context::Ctx;
+use crate::runtime::protect::seal::Protection;
 
 /// Runs one command; the result is the process exit code.
-pub fn dispatch(ctx: &Ctx, command: Command) -> Result<i32> {
+pub fn dispatch(ctx: &Ctx, command: Command, protection: Protection) -> Result<i32> {
     match command {
         Command::Create(args) => create::create(ctx, args).map(|_| 0),
         Command::Start(args) => start::start(ctx, args).map(|_| 0),
-        Command::Run(args) => run::run(ctx, args),
+        Command::Run(args) => run::run(ctx, args, protection),
         Command::State(args) => state::state(ctx, args).map(|_| 0),
         Command::Kill(args) => kill::kill(ctx, args).map(|_| 0),
         Command::Delete(args) => delete::delete(ctx, args).map(|_| 0),

@@ -6,14 +6,15 @@ use safe_fs::Rootfs;
 use crate::cli::RunArgs;
 use crate::runtime::context::Ctx;
 use crate::runtime::launch::{self, LaunchArgs};
+use crate::runtime::protect::seal::{self, Protection};
 use crate::runtime::spec::idmap::UserIds;
+use crate::runtime::spec::prepare;
 use crate::runtime::spec::rootfs_spec::{self, AdhocOptions};
-use crate::runtime::{protect::seal, spec::prepare};
 use gpurun_image::defaults::ImageDefaults;
 
-pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
+pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     if args.rootfs.is_some() {
-        return run_rootfs(ctx, args);
+        return run_rootfs(ctx, args, protection);
     }
     if let Some((flag, instead)) = rootfs_only_flag(&args) {
         anyhow::bail!("{flag} needs --rootfs DIR; with a bundle, {instead}");
@@ -33,7 +34,7 @@ pub fn run(ctx: &Ctx, args: RunArgs) -> Result<i32> {
     let spec = std::fs::canonicalize(&bundle)
         .ok()
         .and_then(|dir| prepare::load_spec(&dir).ok());
-    seal::protect_run(spec.as_ref())?;
+    seal::protect_run(protection, spec.as_ref())?;
     let launch_args = LaunchArgs {
         spec,
         ..launch_args(&args, id, &bundle, &gpu_env)
@@ -106,7 +107,7 @@ fn rootfs_only_flag(args: &RunArgs) -> Option<(&'static str, &'static str)> {
 }
 
 /// `run --rootfs DIR -- CMD`: no config.json; the spec is made here.
-fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
+fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     let dir = args.rootfs.as_deref().expect("checked by the caller");
     let rootfs = std::fs::canonicalize(dir)
         .ok()
@@ -151,7 +152,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs) -> Result<i32> {
         host_network,
         host_files: &host_files,
     })?;
-    seal::protect_run(Some(&spec))?;
+    seal::protect_run(protection, Some(&spec))?;
     let id = args
         .container_id
         .clone()

@@ -22,7 +22,6 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use libcontainer::oci_spec::runtime::{
@@ -214,21 +213,23 @@ pub fn ensure_sealed() -> Result<()> {
     Err(io::Error::from(errno)).context("re-exec from the protected binary")
 }
 
-/// Set by main for a root `run`, which decides once its spec is read.
-static RUN_DECIDES: AtomicBool = AtomicBool::new(false);
-
-/// Leaves the choice of protection to `protect_run` (root `run` only:
-/// `create` and `exec` re-exec before anything else).
-pub fn defer_to_run() {
-    RUN_DECIDES.store(true, Ordering::Relaxed);
+/// Where main left this process's protection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// Done: re-exec'd already, or never needed (no container is entered,
+    /// or the caller is not root).
+    Done,
+    /// A root `run`, which chooses once its spec is read (`protect_run`):
+    /// `create` and `exec` re-exec before anything else.
+    ChosenByRun,
 }
 
 /// A root `run`'s protection, chosen from its spec before anything is
 /// made (a re-exec starts the command over): the exec stub where it is
 /// enough, the protected re-exec otherwise. Does nothing where main
 /// already protected this process (or left `run` to nobody: not root).
-pub fn protect_run(spec: Option<&Spec>) -> Result<()> {
-    if !RUN_DECIDES.swap(false, Ordering::Relaxed) {
+pub fn protect_run(protection: Protection, spec: Option<&Spec>) -> Result<()> {
+    if protection != Protection::ChosenByRun {
         return Ok(());
     }
     let verdict = spec
