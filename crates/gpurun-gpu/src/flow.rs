@@ -212,3 +212,17 @@ pub fn decide(
         None => Decision::Nothing { request },
     })
 }
+
+/// Whether gpurun carries out this hook itself (NVIDIA's CDI hooks, in
+/// the lists before the program starts), so that it never runs as a
+/// process.
+pub fn hook_done_natively(hook: &oci_spec::runtime::Hook) -> bool {
+    let args = hook.args().clone().unwrap_or_default();
+    crate::cdi::hooks::nvidia_hook_args(hook.path(), &args).is_some()
+}
+
+/// Whether the GPU flow may add hooks to `spec` when it is created: CDI
+/// device names, which a CDI spec may answer with hooks of its own.
+pub fn may_add_hooks(spec: &oci_spec::runtime::Spec) -> bool {
+    crate::request::names_cdi_devices(spec)
+}

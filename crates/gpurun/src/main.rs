@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use crate::cli::StateRoot;
 use crate::runtime::context::{one_line, Ctx, Failure};
-use crate::runtime::protect::seal::{self, Protection};
+use crate::runtime::protect::stub_policy::Protection;
+use crate::runtime::protect::{inherited_fds, seal};
 use crate::runtime::{logging, state::state_dir};
 
 fn main() {
@@ -18,7 +19,7 @@ fn main() {
     // the command line is parsed once, in the protected process. Any
     // argument naming a command that enters a container counts: a false
     // match (a container called "exec") costs one re-exec, nothing more.
-    // A root `run` alone decides once its spec is read (seal::protect_run,
+    // A root `run` alone decides once its spec is read (stub_policy::protect_run,
     // told so by `protection`): most need no re-exec.
     let entering: Vec<std::ffi::OsString> = std::env::args_os()
         .skip(1)
@@ -36,7 +37,8 @@ fn main() {
     let mut argv = std::env::args_os();
     let program = argv.next().unwrap_or_else(|| "gpurun".into());
     let cli = cli::lean::parse(program, argv.collect());
-    close_inherited_fds(&cli.command);
+    let (preserved, process_fd) = kept_fds(&cli.command);
+    inherited_fds::close_on_exec(preserved, process_fd);
     let traits = cli.command.traits();
     if traits.only_reports {
         // SAFETY: restoring a default disposition, before any thread exists.
@@ -114,65 +116,20 @@ fn refuse_to_run_as_a_hook() {
     }
 }
 
-/// Descriptors a caller leaked to us must not reach a container (the
-/// CVE-2024-21626 pattern: a process.cwd of /proc/self/fd/N). Everything
-/// past stdio, --preserve-fds and systemd's LISTEN_FDS is marked
-/// close-on-exec, so the sealed re-exec drops it before any container
-/// exists, as runc's init does for its own exec.
-fn close_inherited_fds(command: &cli::Command) {
-    let preserved = match command {
-        cli::Command::Create(a) => a.preserve_fds,
-        cli::Command::Run(a) => a.preserve_fds,
-        cli::Command::Exec(a) => a.preserve_fds,
-        _ => 0,
-    };
-    let listen: i32 = std::env::var("LISTEN_FDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let first = 3 + preserved.max(0) as u32 + listen.max(0) as u32;
-    // `exec --process /dev/fd/N`: the caller hands the process.json over
-    // as a descriptor, which must survive the re-exec to be read. The
-    // container's init closes it like every other.
-    let process_fd = match command {
-        cli::Command::Exec(a) => a.process.as_deref().and_then(descriptor_path),
-        _ => None,
-    };
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    let mut ranges = vec![(first, u32::MAX)];
-    if let Some(fd) = process_fd.filter(|fd| *fd >= first) {
-        ranges = vec![(first, fd - 1), (fd + 1, u32::MAX)];
+/// What the command keeps of the descriptors it was given: its
+/// `--preserve-fds`, and `exec --process /dev/fd/N`'s N (the caller hands
+/// the process.json over as a descriptor, which must survive the re-exec to
+/// be read; the container's init closes it like every other).
+fn kept_fds(command: &cli::Command) -> (i32, Option<u32>) {
+    match command {
+        cli::Command::Create(a) => (a.preserve_fds, None),
+        cli::Command::Run(a) => (a.preserve_fds, None),
+        cli::Command::Exec(a) => (
+            a.preserve_fds,
+            a.process
+                .as_deref()
+                .and_then(inherited_fds::descriptor_path),
+        ),
+        _ => (0, None),
     }
-    for (from, to) in ranges {
-        if from > to {
-            continue;
-        }
-        // SAFETY: close_range only changes flags of our own descriptors.
-        let done =
-            unsafe { libc::syscall(libc::SYS_close_range, from, to, CLOSE_RANGE_CLOEXEC) } == 0;
-        if !done {
-            // Kernels before 5.11: one by one.
-            let fds: Vec<u32> = std::fs::read_dir("/proc/self/fd")
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .filter(|fd: &u32| (from..=to).contains(fd))
-                .collect();
-            for fd in fds {
-                // SAFETY: setting FD_CLOEXEC on a descriptor number is
-                // harmless even if it was the directory listing's, now closed.
-                unsafe { libc::fcntl(fd as i32, libc::F_SETFD, libc::FD_CLOEXEC) };
-            }
-        }
-    }
-}
-
-/// N, for `/dev/fd/N` or `/proc/self/fd/N`.
-fn descriptor_path(path: &std::path::Path) -> Option<u32> {
-    let text = path.to_str()?;
-    text.strip_prefix("/dev/fd/")
-        .or_else(|| text.strip_prefix("/proc/self/fd/"))?
-        .parse()
-        .ok()
 }

@@ -160,6 +160,23 @@ fn volume_devices(spec: &Spec) -> (Vec<String>, Vec<String>) {
     (out, imex)
 }
 
+/// Whether the spec names CDI devices (`vendor.com/class=name`) in its
+/// annotations, in NVIDIA_VISIBLE_DEVICES or as a volume-mount request,
+/// for the spec directories to resolve.
+pub fn names_cdi_devices(spec: &Spec) -> bool {
+    spec.annotations()
+        .iter()
+        .flatten()
+        .any(|(_, v)| names_a_cdi_device(v))
+        || environment(spec)
+            .get("NVIDIA_VISIBLE_DEVICES")
+            .is_some_and(|v| names_a_cdi_device(v))
+        || spec.mounts().iter().flatten().any(|m| {
+            m.destination()
+                .starts_with(Path::new(VOLUME_REQUEST_DIR).join("cdi"))
+        })
+}
+
 /// Whether a comma list (an annotation's value, NVIDIA_VISIBLE_DEVICES)
 /// names a CDI device, `vendor.com/class=name`.
 pub fn names_a_cdi_device(value: &str) -> bool {

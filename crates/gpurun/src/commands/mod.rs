@@ -30,7 +30,7 @@ use anyhow::Result;
 
 use crate::cli::Command;
 use crate::runtime::context::Ctx;
-use crate::runtime::protect::seal::Protection;
+use crate::runtime::protect::stub_policy::Protection;
 
 /// Runs one command; the result is the process exit code.
 pub fn dispatch(ctx: &Ctx, command: Command, protection: Protection) -> Result<i32> {

@@ -6,7 +6,7 @@ use safe_fs::Rootfs;
 use crate::cli::RunArgs;
 use crate::runtime::context::Ctx;
 use crate::runtime::launch::{self, LaunchArgs};
-use crate::runtime::protect::seal::{self, Protection};
+use crate::runtime::protect::stub_policy::{self, Protection};
 use crate::runtime::spec::idmap::UserIds;
 use crate::runtime::spec::prepare;
 use crate::runtime::spec::rootfs_spec::{self, AdhocOptions};
@@ -34,7 +34,7 @@ pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     let spec = std::fs::canonicalize(&bundle)
         .ok()
         .and_then(|dir| prepare::load_spec(&dir).ok());
-    seal::protect_run(protection, spec.as_ref())?;
+    stub_policy::protect_run(protection, spec.as_ref())?;
     let launch_args = LaunchArgs {
         spec,
         ..launch_args(&args, id, &bundle, &gpu_env)
@@ -152,7 +152,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
         host_network,
         host_files: &host_files,
     })?;
-    seal::protect_run(protection, Some(&spec))?;
+    stub_policy::protect_run(protection, Some(&spec))?;
     let id = args
         .container_id
         .clone()

@@ -31,7 +31,7 @@
 //! Two execs give the program exactly what one did: capabilities are
 //! recomputed from the same bounding, inheritable and ambient sets, and
 //! the stub touches no other process attribute. Where one condition is
-//! not met (see `seal::stub_protects`), `run` takes the protected re-exec
+//! not met (see `stub_policy::stub_protects`), `run` takes the protected re-exec
 //! as before; `create` and `exec` always do, since a created container
 //! waits for an unbounded time with the init in it.
 
