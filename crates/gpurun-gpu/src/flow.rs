@@ -1,7 +1,9 @@
-//! The one path from a request to a plan. `run` (and `create`), `gpu plan`,
-//! `gpu verify`, `doctor` and the LXC hook all take it (`resolve`), a Slurm
-//! job's allocation included, so what doctor or plan says about a container
-//! is what the container gets.
+//! The one path from a request to a plan, and from a plan to the spec's
+//! edits. A container's config takes `decide` (create, `gpu plan`, `gpu
+//! verify`), whose decision `carry_out` makes into edits; a request made
+//! elsewhere (the LXC hook's environment, doctor's) takes `resolve`, the
+//! same path past the config. A Slurm job's allocation counts on both, so
+//! what doctor or plan says about a container is what the container gets.
 
 /// Where under the state root the driver's files are cached.
 pub const CACHE_DIR: &str = "@driver-cache";
@@ -146,11 +148,33 @@ impl Decision {
     }
 }
 
+/// `gpurun run --gpus LIST --gpu-capabilities CAPS` (and `gpu plan
+/// --gpus`): the invoker's own request, which counts whatever the
+/// shared-node settings say of a tenant's env. The container's environment
+/// shows it, as NVIDIA_VISIBLE_DEVICES and NVIDIA_DRIVER_CAPABILITIES.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InvokerGpus {
+    pub devices: Option<String>,
+    pub capabilities: Option<String>,
+}
+
+impl InvokerGpus {
+    fn env(&self) -> Vec<String> {
+        let mut env = Vec::new();
+        if let Some(devices) = &self.devices {
+            env.push(format!("NVIDIA_VISIBLE_DEVICES={devices}"));
+        }
+        if let Some(caps) = &self.capabilities {
+            env.push(format!("NVIDIA_DRIVER_CAPABILITIES={caps}"));
+        }
+        env
+    }
+}
+
 /// Where a container is being started, beyond its config.
 pub struct Surroundings<'a> {
-    /// `gpurun run --gpus`: the invoker's own request, which counts
-    /// whatever the shared-node settings say of a tenant's env.
-    pub gpus_flag: bool,
+    /// The invoker's own request (`run --gpus`), if any.
+    pub invoker: Option<&'a InvokerGpus>,
     /// Inside a Slurm job, a container that asks for no GPU gets the job's.
     pub slurm_gpus_by_default: bool,
     /// The step slurmstepd started us in (`srun --container`), when
@@ -172,9 +196,13 @@ pub fn decide(
     policy: impl FnOnce() -> Result<crate::request::RequestPolicy>,
     around: &Surroundings,
 ) -> Result<Decision> {
+    let invoker_devices = around.invoker.is_some_and(|g| g.devices.is_some());
+    if let Some(invoker) = around.invoker {
+        crate::apply::spec_env::set_env(spec, &invoker.env());
+    }
     let request = crate::request::from_spec(spec, || {
         let mut policy = policy()?;
-        policy.accept_envvar_unprivileged |= around.gpus_flag;
+        policy.accept_envvar_unprivileged |= invoker_devices;
         Ok(policy)
     })?;
     if !request.cdi_devices.is_empty() {
@@ -225,4 +253,39 @@ pub fn hook_done_natively(hook: &oci_spec::runtime::Hook) -> bool {
 /// device names, which a CDI spec may answer with hooks of its own.
 pub fn may_add_hooks(spec: &oci_spec::runtime::Spec) -> bool {
     crate::request::names_cdi_devices(spec)
+}
+
+/// What carrying out a decision did, for the runtime's log.
+pub struct CarriedOut {
+    /// NVIDIA's CDI hooks done natively, wherever the spec carried them.
+    pub hooks: Option<crate::cdi::hooks::Done>,
+    /// The plan's edits, for a planned decision.
+    pub applied: Option<crate::apply::Applied>,
+}
+
+/// Carries `decision` out on `spec` (the spec `decide` read): NVIDIA's CDI
+/// hooks done natively, then gpurun's plan applied; where CDI edits or
+/// nothing answer, Docker's toolkit hook is dropped unrun. Files the edits
+/// need go in `store`; `on_phase` hears each phase of the plan's apply.
+pub fn carry_out(
+    spec: &mut oci_spec::runtime::Spec,
+    decision: &Decision,
+    rootfs: &Path,
+    store: &Path,
+    on_phase: &mut dyn FnMut(crate::apply::Phase, &crate::apply::Applied),
+) -> Result<CarriedOut> {
+    use crate::cdi::hooks;
+    let mut done = CarriedOut {
+        hooks: hooks::apply(spec, rootfs, store, &hooks::HostFacts::read())?,
+        applied: None,
+    };
+    match decision {
+        Decision::Planned { plan, .. } => {
+            done.applied = Some(crate::apply::apply(spec, plan, rootfs, store, on_phase)?);
+        }
+        Decision::CdiEdits { request } | Decision::Nothing { request } => {
+            crate::apply::drop_prestart_hooks(spec, &request.docker_hooks);
+        }
+    }
+    Ok(done)
 }

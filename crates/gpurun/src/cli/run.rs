@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use gpurun_gpu::flow::InvokerGpus;
 
 /// `run`: runc's flags, GPU shortcuts, and the HPC form that needs no
 /// config.json: `run --rootfs DIR [-v SRC:DST] [-e K=V] [-w DIR] -- CMD`.
@@ -90,15 +91,11 @@ fn gpu_list(value: &str) -> Result<String, String> {
 }
 
 impl RunArgs {
-    /// The environment the GPU flags stand for.
-    pub fn gpu_env(&self) -> Vec<String> {
-        let mut env = Vec::new();
-        if let Some(gpus) = &self.gpus {
-            env.push(format!("NVIDIA_VISIBLE_DEVICES={gpus}"));
-        }
-        if let Some(caps) = &self.gpu_capabilities {
-            env.push(format!("NVIDIA_DRIVER_CAPABILITIES={caps}"));
-        }
-        env
+    /// The invoker's own GPU request the GPU flags make, if any.
+    pub fn invoker_gpus(&self) -> Option<InvokerGpus> {
+        (self.gpus.is_some() || self.gpu_capabilities.is_some()).then(|| InvokerGpus {
+            devices: self.gpus.clone(),
+            capabilities: self.gpu_capabilities.clone(),
+        })
     }
 }

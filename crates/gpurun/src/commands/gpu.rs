@@ -230,19 +230,17 @@ fn plan(
     gpus: Option<String>,
 ) -> Result<()> {
     let mut spec = prepare::load_spec(bundle)?;
-    // `run --gpus LIST` adds this to the container's environment.
-    if let Some(gpus) = &gpus {
-        gpurun_gpu::apply::spec_env::set_env(
-            &mut spec,
-            &[format!("NVIDIA_VISIBLE_DEVICES={gpus}")],
-        );
-    }
+    // As `run --gpus LIST` would ask.
+    let invoker = gpus.map(|devices| flow::InvokerGpus {
+        devices: Some(devices),
+        capabilities: None,
+    });
     let rootfs = prepare::rootfs_of(&spec, bundle)?;
     let user_spec = spec.clone();
     let store = ctx.root.join(flow::CACHE_DIR);
     let slurm_step = prepare::slurm_step_we_run_in();
     let around = flow::Surroundings {
-        gpus_flag: gpus.is_some(),
+        invoker: invoker.as_ref(),
         slurm_gpus_by_default: false,
         slurm_step: slurm_step.as_ref(),
         rootfs: &rootfs,

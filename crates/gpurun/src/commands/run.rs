@@ -10,6 +10,7 @@ use crate::runtime::protect::stub_policy::{self, Protection};
 use crate::runtime::spec::idmap::UserIds;
 use crate::runtime::spec::prepare;
 use crate::runtime::spec::rootfs_spec::{self, AdhocOptions};
+use gpurun_gpu::flow::InvokerGpus;
 use gpurun_image::defaults::ImageDefaults;
 
 pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
@@ -22,7 +23,7 @@ pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     if !args.command.is_empty() {
         anyhow::bail!("a command after \"--\" needs --rootfs DIR; with a bundle the command is process.args in config.json");
     }
-    let gpu_env = args.gpu_env();
+    let invoker_gpus = args.invoker_gpus();
     let Some(id) = args.container_id.as_deref() else {
         anyhow::bail!(
             "run needs a container id: \"gpurun run [-b BUNDLE] ID\" runs a bundle's config.json, \"gpurun run --rootfs DIR -- CMD\" a directory with no config"
@@ -37,7 +38,7 @@ pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     stub_policy::protect_run(protection, spec.as_ref())?;
     let launch_args = LaunchArgs {
         spec,
-        ..launch_args(&args, id, &bundle, &gpu_env)
+        ..launch_args(&args, id, &bundle, invoker_gpus.as_ref())
     };
     finish(ctx, &args, launch_args)
 }
@@ -48,7 +49,7 @@ fn launch_args<'a>(
     args: &'a RunArgs,
     id: &'a str,
     bundle: &'a std::path::Path,
-    gpu_env: &'a [String],
+    invoker_gpus: Option<&'a InvokerGpus>,
 ) -> LaunchArgs<'a> {
     LaunchArgs {
         pid_file: args.pid_file.as_ref(),
@@ -56,7 +57,7 @@ fn launch_args<'a>(
         preserve_fds: args.preserve_fds,
         no_pivot: args.no_pivot,
         detach: args.detach,
-        extra_env: gpu_env,
+        invoker_gpus,
         relay_terminal: !args.detach,
         ..LaunchArgs::new(id, bundle)
     }
@@ -157,11 +158,11 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
         .container_id
         .clone()
         .unwrap_or_else(|| format!("gpurun-{}", std::process::id()));
-    let gpu_env = args.gpu_env();
+    let invoker_gpus = args.invoker_gpus();
     let launch_args = LaunchArgs {
         spec: Some(spec),
         slurm_gpus_by_default: args.gpus.is_none(),
-        ..launch_args(&args, &id, &rootfs, &gpu_env)
+        ..launch_args(&args, &id, &rootfs, invoker_gpus.as_ref())
     };
     if args.detach && !args.keep {
         return run_detached_and_deleted(ctx, launch_args);

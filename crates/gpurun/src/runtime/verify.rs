@@ -102,7 +102,7 @@ fn expected_gpus(ctx: &Ctx, roots: Roots, rootfs: &Path, gpus: &str) -> Result<V
     let slurm_step = crate::runtime::spec::prepare::slurm_step_we_run_in();
     let store = ctx.root.join(flow::CACHE_DIR);
     let around = flow::Surroundings {
-        gpus_flag: false,
+        invoker: None,
         slurm_gpus_by_default: false,
         slurm_step: slurm_step.as_ref(),
         rootfs,

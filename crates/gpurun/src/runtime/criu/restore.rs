@@ -54,7 +54,7 @@ pub fn restore(ctx: &Ctx, args: RestoreOptions) -> Result<i32> {
         id,
         bundle: &args.bundle,
         settings: &ctx.settings,
-        extra_env: &[],
+        invoker_gpus: None,
         spec: None,
         slurm_gpus_by_default: false,
     })?;

@@ -25,7 +25,8 @@ pub struct LaunchArgs<'a> {
     pub preserve_fds: i32,
     pub no_pivot: bool,
     pub detach: bool,
-    pub extra_env: &'a [String],
+    /// The invoker's own GPU request (`run --gpus`), if any.
+    pub invoker_gpus: Option<&'a gpurun_gpu::flow::InvokerGpus>,
     /// Where the container's stdout and stderr go instead of ours (`gpu
     /// verify`).
     pub output: Option<std::os::fd::OwnedFd>,
@@ -49,7 +50,7 @@ impl<'a> LaunchArgs<'a> {
             preserve_fds: 0,
             no_pivot: false,
             detach: true,
-            extra_env: &[],
+            invoker_gpus: None,
             output: None,
             spec: None,
             slurm_gpus_by_default: false,
@@ -85,7 +86,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
         id: args.id,
         bundle: args.bundle,
         settings: &ctx.settings,
-        extra_env: args.extra_env,
+        invoker_gpus: args.invoker_gpus,
         slurm_gpus_by_default: args.slurm_gpus_by_default,
         spec: args.spec,
     })?;

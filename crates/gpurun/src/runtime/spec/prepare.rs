@@ -14,7 +14,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use gpurun_gpu::apply::{self, Phase};
 use gpurun_gpu::request::slurm::StepCgroup;
-use gpurun_gpu::{cdi::hooks as cdi_hooks, flow, request};
+use gpurun_gpu::{flow, request};
 
 use crate::runtime::context::Settings;
 use crate::runtime::logging::Step;
@@ -147,8 +147,8 @@ pub struct CreateOptions<'a> {
     pub id: &'a str,
     pub bundle: &'a Path,
     pub settings: &'a Settings,
-    /// `KEY=VALUE` added to the container's environment (`run --gpus`).
-    pub extra_env: &'a [String],
+    /// The invoker's own GPU request (`run --gpus`), if any.
+    pub invoker_gpus: Option<&'a flow::InvokerGpus>,
     /// A spec made on the fly (`run --rootfs`) instead of `<bundle>/config.json`.
     pub spec: Option<Spec>,
     /// Inside a Slurm job, a container that asks for no GPU gets the job's
@@ -201,7 +201,6 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     }
     let slurm_step = slurm_step_we_run_in();
     apply_cgroup_path(&mut spec, opts, slurm_step.as_ref())?;
-    gpurun_gpu::apply::spec_env::set_env(&mut spec, opts.extra_env);
     let rootfs = spec
         .root()
         .as_ref()
@@ -315,10 +314,7 @@ fn apply_gpu(
     logging::start_steps();
     let store = opts.root.join(flow::CACHE_DIR);
     let around = flow::Surroundings {
-        gpus_flag: opts
-            .extra_env
-            .iter()
-            .any(|e| e.starts_with("NVIDIA_VISIBLE_DEVICES=")),
+        invoker: opts.invoker_gpus,
         slurm_gpus_by_default: opts.slurm_gpus_by_default,
         slurm_step,
         rootfs,
@@ -335,40 +331,40 @@ fn apply_gpu(
         tracing::warn!("{ignored}");
     }
     log_cdi_devices(req);
-    // NVIDIA's CDI hooks, wherever the spec carries them, are done here.
-    if let Some(done) = cdi_hooks::apply(spec, rootfs, &store, &cdi_hooks::HostFacts::read())? {
-        let_a_user_namespace_reach_the_store(spec, opts.root)?;
+    match &decision {
+        flow::Decision::Planned { plan, .. } => log_plan(plan),
+        flow::Decision::CdiEdits { request } if request.wants_gpu() => {
+            for source in &request.sources {
+                tracing::warn!(
+                    "ignoring the GPU request from {source}: NVIDIA's CDI edits are applied, and they say what this container gets"
+                );
+            }
+        }
+        _ => {}
+    }
+    let done = flow::carry_out(spec, &decision, rootfs, &store, &mut log_phase)?;
+    if let Some(hooks) = &done.hooks {
         tracing::debug!(
             target: "gpurun::steps",
             "{} NVIDIA CDI hooks done natively (no hook process): {}",
             Step::GpuRequest.number(),
-            done.plan.done.join("; ")
+            hooks.plan.done.join("; ")
         );
-        for skipped in &done.plan.skipped {
+        for skipped in &hooks.plan.skipped {
             tracing::warn!("{skipped}");
         }
     }
-    let plan = match &decision {
-        flow::Decision::Planned { plan, .. } => plan,
-        flow::Decision::CdiEdits { request } => {
-            if request.wants_gpu() {
-                for source in &request.sources {
-                    tracing::warn!(
-                        "ignoring the GPU request from {source}: NVIDIA's CDI edits are applied, and they say what this container gets"
-                    );
-                }
-            }
-            apply::drop_prestart_hooks(spec, &request.docker_hooks);
-            return Ok(());
-        }
-        // Docker's toolkit hook without a GPU request: nothing to do, and
-        // the hook must not run.
-        flow::Decision::Nothing { request } => {
-            apply::drop_prestart_hooks(spec, &request.docker_hooks);
-            return Ok(());
-        }
-    };
-    apply_plan(spec, plan, opts, rootfs, &store)
+    if let Some(problem) = done
+        .applied
+        .as_ref()
+        .and_then(|a| a.image_ldcache_problem.as_ref())
+    {
+        tracing::debug!("the image's own ld.so.cache was not used: {problem}");
+    }
+    if done.hooks.is_some() || done.applied.is_some() {
+        let_a_user_namespace_reach_the_store(spec, opts.root)?;
+    }
+    Ok(())
 }
 
 /// CDI devices a spec on this host defines (containerd 1.6 and the device
@@ -391,14 +387,8 @@ fn log_cdi_devices(req: &request::Request) {
     );
 }
 
-/// gpurun's own plan, carried out as spec edits, each phase logged.
-fn apply_plan(
-    spec: &mut Spec,
-    plan: &gpurun_gpu::plan::Plan,
-    opts: &CreateOptions,
-    rootfs: &Path,
-    store: &Path,
-) -> Result<()> {
+/// The resolved request, as the lifecycle's GPU step says it.
+fn log_plan(plan: &gpurun_gpu::plan::Plan) {
     let gpus: Vec<String> = plan
         .gpus
         .iter()
@@ -413,37 +403,34 @@ fn apply_plan(
         caps.join(","),
         plan.driver_version
     );
-    let applied = apply::apply(spec, plan, rootfs, store, &mut |phase, a| {
-        let (step, what) = match phase {
-            Phase::DeviceNodes => (
-                Step::DeviceNodes,
-                format!(
-                    "device nodes added: {} as {}{}",
-                    a.device_nodes,
-                    a.device_mode,
-                    groups_given(&a.device_groups)
-                ),
+}
+
+/// Each phase of the plan's apply, as its numbered lifecycle step.
+fn log_phase(phase: Phase, a: &apply::Applied) {
+    let (step, what) = match phase {
+        Phase::DeviceNodes => (
+            Step::DeviceNodes,
+            format!(
+                "device nodes added: {} as {}{}",
+                a.device_nodes,
+                a.device_mode,
+                groups_given(&a.device_groups)
             ),
-            Phase::CgroupRules => (
-                Step::CgroupRules,
-                format!("cgroup rules set: {} allow rules", a.cgroup_rules),
-            ),
-            Phase::DriverFiles => (
-                Step::DriverFiles,
-                format!("driver files mounted: {} read-only binds", a.file_mounts),
-            ),
-            Phase::LinkerCache => (
-                Step::LinkerCache,
-                format!("linker cache written: {} entries added", a.ldcache_entries),
-            ),
-        };
-        tracing::debug!(target: "gpurun::steps", "{} {what}", step.number());
-    })?;
-    let_a_user_namespace_reach_the_store(spec, opts.root)?;
-    if let Some(problem) = &applied.image_ldcache_problem {
-        tracing::debug!("the image's own ld.so.cache was not used: {problem}");
-    }
-    Ok(())
+        ),
+        Phase::CgroupRules => (
+            Step::CgroupRules,
+            format!("cgroup rules set: {} allow rules", a.cgroup_rules),
+        ),
+        Phase::DriverFiles => (
+            Step::DriverFiles,
+            format!("driver files mounted: {} read-only binds", a.file_mounts),
+        ),
+        Phase::LinkerCache => (
+            Step::LinkerCache,
+            format!("linker cache written: {} entries added", a.ldcache_entries),
+        ),
+    };
+    tracing::debug!(target: "gpurun::steps", "{} {what}", step.number());
 }
 
 /// ", groups 44,109 given" for the device-node step, or nothing.
