@@ -213,7 +213,9 @@ pub mod spec {
         }
     }
 
-    fn inventory(base: &Path) -> Inventory {
+    /// Two H100s and libcuda (an empty file in `base`), driver 535.309.01:
+    /// the fixed inventory of this target, and of `apply`'s unit tests.
+    pub fn inventory(base: &Path) -> Inventory {
         let gpu = |index: u32| Gpu {
             index,
             minor: index,

@@ -676,4 +676,113 @@ mod tests {
         let user = s.process().as_ref().unwrap().user().clone();
         assert_eq!(user.additional_gids().clone().unwrap(), [27, 44, 109]);
     }
+
+    /// The whole apply of a one-GPU compute plan over the fixed inventory
+    /// (two GPUs, libcuda): the spec's edits, in a scratch directory.
+    fn applied_spec(userns: bool) -> (Spec, Applied, Vec<Phase>, PathBuf) {
+        let base =
+            std::env::temp_dir().join(format!("gpurun-apply-{}-{userns}", std::process::id()));
+        let rootfs = base.join("rootfs");
+        fs::create_dir_all(rootfs.join("etc")).unwrap();
+        fs::write(base.join("libcuda.so.535.309.01"), b"").unwrap();
+        let inventory = crate::fuzzing::spec::inventory(&base);
+        let mut spec = spec(userns, vec![]);
+        spec_env::set_env(
+            &mut spec,
+            &[
+                "NVIDIA_VISIBLE_DEVICES=1".into(),
+                "NVIDIA_DRIVER_CAPABILITIES=compute".into(),
+            ],
+        );
+        let request = crate::request::from_spec(&spec, || Ok(Default::default())).unwrap();
+        let plan = crate::plan::make(&inventory, &request, Some(&rootfs)).unwrap();
+        let mut phases = Vec::new();
+        let applied = apply(
+            &mut spec,
+            &plan,
+            &rootfs,
+            &base.join("shared"),
+            &mut |p, _| phases.push(p),
+        )
+        .unwrap();
+        (spec, applied, phases, base)
+    }
+
+    fn mount_at<'a>(spec: &'a Spec, destination: &str) -> Option<&'a Mount> {
+        spec.mounts()
+            .iter()
+            .flatten()
+            .find(|m| m.destination() == Path::new(destination))
+    }
+
+    #[test]
+    fn a_plan_becomes_nodes_rules_read_only_binds_and_a_linker_cache() {
+        let (spec, applied, phases, base) = applied_spec(false);
+        use Phase::*;
+        assert_eq!(phases, [DeviceNodes, CgroupRules, DriverFiles, LinkerCache]);
+        assert_eq!(applied.device_mode, "node");
+        let linux = spec.linux().as_ref().unwrap();
+        let nodes: Vec<_> = linux
+            .devices()
+            .iter()
+            .flatten()
+            .map(|d| d.path().clone())
+            .collect();
+        assert!(nodes.contains(&PathBuf::from("/dev/nvidia1")), "{nodes:?}");
+        assert!(
+            nodes.contains(&PathBuf::from("/dev/nvidiactl")),
+            "{nodes:?}"
+        );
+        assert!(!nodes.contains(&PathBuf::from("/dev/nvidia0")), "{nodes:?}");
+        // The device cgroup lets exactly the planned nodes through.
+        let rules = linux.resources().as_ref().and_then(|r| r.devices().clone());
+        let allowed: Vec<_> = rules
+            .into_iter()
+            .flatten()
+            .filter(|r| r.allow())
+            .map(|r| (r.major(), r.minor()))
+            .collect();
+        assert!(allowed.contains(&(Some(195), Some(1))), "{allowed:?}");
+        assert!(allowed.contains(&(Some(195), Some(255))), "{allowed:?}");
+        assert!(!allowed.contains(&(Some(195), Some(0))), "{allowed:?}");
+        // libcuda bound read-only, nosuid, nodev from the driver root.
+        let libcuda = spec
+            .mounts()
+            .iter()
+            .flatten()
+            .find(|m| m.destination().ends_with("libcuda.so.535.309.01"))
+            .expect("libcuda is bound");
+        let options = libcuda.options().clone().unwrap_or_default();
+        for needed in ["ro", "nosuid", "nodev"] {
+            assert!(options.iter().any(|o| o == needed), "{options:?}");
+        }
+        assert_eq!(
+            libcuda.source().as_deref(),
+            Some(base.join("libcuda.so.535.309.01").as_path())
+        );
+        // The linker cache: a file of the shared store over the image's,
+        // naming libcuda.so.1.
+        let cache = mount_at(&spec, "/etc/ld.so.cache").expect("a linker cache is bound");
+        let source = cache.source().clone().unwrap();
+        assert!(source.starts_with(base.join("shared")), "{source:?}");
+        let entries = ldcache::parse(&fs::read(&source).unwrap()).unwrap();
+        assert!(
+            entries.iter().any(|e| e.name == "libcuda.so.1"),
+            "{entries:?}"
+        );
+        assert_eq!(applied.ldcache_entries, entries.len());
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn in_a_user_namespace_the_nodes_are_bound_not_made() {
+        let (spec, applied, _, base) = applied_spec(true);
+        assert_eq!(applied.device_mode, "bind");
+        let linux = spec.linux().as_ref().unwrap();
+        assert!(linux.devices().iter().flatten().next().is_none());
+        let node = mount_at(&spec, "/dev/nvidia1").expect("the GPU's node is bound");
+        assert_eq!(node.source().as_deref(), Some(Path::new("/dev/nvidia1")));
+        assert!(mount_at(&spec, "/dev/nvidia0").is_none());
+        fs::remove_dir_all(base).unwrap();
+    }
 }
