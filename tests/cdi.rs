@@ -174,10 +174,7 @@ const PROBE: &str = "for n in /dev/nvidia0 /dev/nvidia1; do [ -c $n ] && echo $n
 const FOLDER: &str = "/usr/lib/x86_64-linux-gnu/nvidia/current";
 
 fn run_bundle(rt: &Runtime, bundle: &Bundle) -> Ran {
-    let dir = bundle.dir.to_string_lossy();
-    let out = rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("cdi")]));
-    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
-    out
+    GpuFixtures::get().run_bundle(rt, bundle, &BundleRun::default())
 }
 
 fn assert_gpu_0_works(out: &Ran, what: &str) {
@@ -488,11 +485,7 @@ fn hostile_hook_arguments_write_nothing_outside_the_rootfs() {
     let canary_before = tree_fingerprint(canary.path());
     // Natively, root and rootless.
     for who in [As::Root, As::User(user)] {
-        let user = match &who {
-            As::User(u) => Some(u),
-            As::Root => None,
-        };
-        let bundle = Bundle::glibc(user);
+        let bundle = Bundle::glibc(who.user());
         prepare(&bundle);
         bundle.set_process(&["true"], &[]);
         bundle.edit(|c| {
@@ -579,13 +572,11 @@ fn spec_dir(scratch: &Scratch, specs: &[(&str, Value)]) -> PathBuf {
 /// `gpurun run` of the bundle with `config` as gpurun's config file, as an
 /// engine-launched runtime finds its settings.
 fn run_with_config(rt: &Runtime, bundle: &Bundle, config: &Path) -> Ran {
-    let dir = bundle.dir.to_string_lossy();
-    let id = unique("cdi");
-    let mut cmd = rt.command(GpuFixtures::get().args(&["run", "--bundle", &dir, &id]));
-    cmd.env("GPURUN_CONFIG", config);
-    let out = run_cmd(&mut cmd, TIMEOUT);
-    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
-    out
+    let how = BundleRun {
+        config: Some(config),
+        ..BundleRun::default()
+    };
+    GpuFixtures::get().run_bundle(rt, bundle, &how)
 }
 
 fn annotate(bundle: &Bundle, names: &str) {

@@ -17,18 +17,11 @@ fn run_gpu(
     args: &[&str],
     edit: impl FnOnce(&mut serde_json::Value),
 ) -> Ran {
-    let user = match who {
-        As::Root => None,
-        As::User(u) => Some(u),
-    };
-    let bundle = Bundle::glibc(user);
+    let bundle = Bundle::glibc(who.user());
     bundle.set_process(args, env);
     bundle.edit(edit);
     let rt = Runtime::as_who(who.clone());
-    let dir = bundle.dir.to_string_lossy();
-    let out = rt.run(GpuFixtures::get().args(&["run", "--bundle", &dir, &unique("gpu")]));
-    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
-    out
+    GpuFixtures::get().run_bundle(&rt, &bundle, &BundleRun::default())
 }
 
 const NODES: &str = "for n in /dev/nvidiactl /dev/nvidia0 /dev/nvidia1 /dev/nvidia-uvm; do [ -c $n ] && echo $n; done; \
@@ -711,26 +704,19 @@ fn run_with_config_flags(
     flags: &[&str],
     edit: impl FnOnce(&mut serde_json::Value),
 ) -> (Ran, String) {
-    let user = match who {
-        As::Root => None,
-        As::User(u) => Some(u),
-    };
-    let bundle = Bundle::glibc(user);
+    let bundle = Bundle::glibc(who.user());
     bundle.set_process(&["sh", "-c", NODES], env);
     bundle.edit(edit);
     let config_file = bundle.dir.join("gpurun.toml");
     let log = bundle.dir.join("log.json");
     fs::write(&config_file, config).unwrap();
     let rt = Runtime::as_who(who.clone());
-    let (dir, log_arg) = (bundle.dir.to_string_lossy(), log.to_string_lossy());
-    let id = unique("tenant");
-    let mut args = vec!["--log", &log_arg, "--log-format", "json", "run"];
-    args.extend_from_slice(flags);
-    args.extend_from_slice(&["--bundle", &dir, &id]);
-    let mut cmd = rt.command(GpuFixtures::get().args(&args));
-    cmd.env("GPURUN_CONFIG", &config_file);
-    let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
-    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    let how = BundleRun {
+        flags,
+        config: Some(&config_file),
+        log: Some(&log),
+    };
+    let out = GpuFixtures::get().run_bundle(&rt, &bundle, &how);
     (out, fs::read_to_string(&log).unwrap_or_default())
 }
 
@@ -1027,11 +1013,7 @@ fn an_images_newer_cuda_compat_library_goes_first_in_the_linker_cache() {
             ("plain-older", "", false),
             ("note-listed", "cuda-compat-mode = \"disabled\"\n", false),
         ] {
-            let user = match &who {
-                As::Root => None,
-                As::User(u) => Some(u),
-            };
-            let bundle = Bundle::glibc(user);
+            let bundle = Bundle::glibc(who.user());
             let compat = bundle.rootfs().join("usr/local/cuda/compat");
             fs::create_dir_all(compat.parent().unwrap()).unwrap();
             let copied = Command::new("cp")

@@ -378,11 +378,7 @@ fn ld_preload_in_the_image_runs_no_host_program() {
     let marker = scratch.path().join("HIT");
     let so = canary(scratch.path(), &marker);
     for who in [As::Root, As::User(TestUser::get())] {
-        let user = match &who {
-            As::Root => None,
-            As::User(u) => Some(u),
-        };
-        let bundle = Bundle::glibc(user);
+        let bundle = Bundle::glibc(who.user());
         let preload = format!("LD_PRELOAD={}", so.display());
         bundle.set_process(
             &["sh", "-c", "nvidia-smi >/dev/null 2>&1; echo smi=$?"],

@@ -441,11 +441,7 @@ fn run_rootfs_needs_no_config_and_shares_the_host_network() {
 
 /// `run --rootfs` of a glibc rootfs over the fake GPU host, with `env`.
 fn gpu_run(who: &As, extra: &[&str], env: &[(&str, &str)], script: &str) -> Ran {
-    let user = match who {
-        As::Root => None,
-        As::User(u) => Some(u),
-    };
-    let bundle = Bundle::glibc(user);
+    let bundle = Bundle::glibc(who.user());
     let rootfs = bundle.rootfs().to_string_lossy().into_owned();
     let rest: Vec<&str> = ["run", "--rootfs", &rootfs]
         .into_iter()

@@ -57,6 +57,30 @@ impl GpuFixtures {
         flags.split_whitespace().map(str::to_owned).collect()
     }
 
+    /// `gpurun run [FLAGS] --bundle DIR ID` of `bundle` by `rt` over the
+    /// fake host, with `config` as gpurun's config file (GPURUN_CONFIG)
+    /// where given and `--log`/`--log-format json` before `run` where `log`
+    /// is (as containerd's shim has it); asserts nothing was left behind.
+    pub fn run_bundle(&self, rt: &Runtime, bundle: &Bundle, how: &BundleRun) -> Ran {
+        let dir = bundle.dir.to_string_lossy().into_owned();
+        let id = unique("gpu");
+        let log = how.log.map(|l| l.to_string_lossy().into_owned());
+        let mut args: Vec<&str> = Vec::new();
+        if let Some(log) = &log {
+            args.extend(["--log", log, "--log-format", "json"]);
+        }
+        args.push("run");
+        args.extend_from_slice(how.flags);
+        args.extend(["--bundle", &dir, &id]);
+        let mut cmd = rt.command(self.args(&args));
+        if let Some(config) = how.config {
+            cmd.env("GPURUN_CONFIG", config);
+        }
+        let out = run_cmd(&mut cmd, Duration::from_secs(120));
+        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+        out
+    }
+
     /// gpurun's arguments: the fake-host flags, then `args`.
     pub fn args(&self, args: &[&str]) -> Vec<String> {
         let mut all = self.flags();
@@ -165,4 +189,13 @@ pub fn cdi_device_names(spec: &serde_json::Value) -> Vec<&str> {
         .flatten()
         .map(|d| d["name"].as_str().unwrap_or_default())
         .collect()
+}
+
+/// How `GpuFixtures::run_bundle` runs a bundle: flags after `run`, a config
+/// file, a JSON log.
+#[derive(Default)]
+pub struct BundleRun<'a> {
+    pub flags: &'a [&'a str],
+    pub config: Option<&'a Path>,
+    pub log: Option<&'a Path>,
 }
