@@ -1432,6 +1432,65 @@ fn linked_driver_root(scratch: &Scratch, then: &str) -> Vec<String> {
     flags_with(&fixtures.flags(), "--driver-root", &driver)
 }
 
+/// MPS as the Kubernetes plugins hand it over: the DRA driver binds its
+/// claim's pipe directory at `/tmp/nvidia-mps` and its shm at `/dev/shm`;
+/// the device plugin binds its own pipe directory elsewhere, named by
+/// `CUDA_MPS_PIPE_DIRECTORY`, and its shm at `/dev/shm`. On a host with a
+/// default MPS pipe directory of its own, each container reaches its
+/// allocation's pipe and shm, never the host's default, with the default
+/// settings and a shared node's. (Before, gpurun's own bind of the host's
+/// `/tmp/nvidia-mps` came after the DRA driver's and covered it.)
+#[test]
+fn both_mps_forms_reach_their_allocations_pipe_and_shm() {
+    require_root!();
+    let scratch = Scratch::new("mps-forms");
+    let flags = linked_driver_root(
+        &scratch,
+        "mkdir -p \"$D/tmp/nvidia-mps\"; echo host > \"$D/tmp/nvidia-mps/whose\"",
+    );
+    for (form, pipe_at) in [("dra", "/tmp/nvidia-mps"), ("plugin", "/mps/pipe")] {
+        let claim = scratch.path().join(form);
+        for (dir, whose) in [("pipe", form), ("shm", "shm")] {
+            fs::create_dir_all(claim.join(dir)).unwrap();
+            fs::write(claim.join(dir).join("whose"), whose).unwrap();
+        }
+        for config in ["", STRICT] {
+            let bundle = Bundle::glibc(None);
+            let probe = format!("cat {pipe_at}/whose; echo; cat /dev/shm/whose");
+            let pipe_env = format!("CUDA_MPS_PIPE_DIRECTORY={pipe_at}");
+            bundle.set_process(
+                &["sh", "-c", &probe],
+                &["NVIDIA_VISIBLE_DEVICES=0", &pipe_env],
+            );
+            bundle.edit(allocate("0"));
+            bundle.edit(|c| {
+                let mounts = c["mounts"].as_array_mut().unwrap();
+                mounts.retain(|m| m["destination"] != "/dev/shm");
+                for (dir, at) in [("pipe", pipe_at), ("shm", "/dev/shm")] {
+                    mounts.push(json!({"destination": at, "type": "bind",
+                        "source": claim.join(dir), "options": ["rbind", "rw"]}));
+                }
+            });
+            let config_file = bundle.dir.join("gpurun.toml");
+            fs::write(&config_file, config).unwrap();
+            let rt = Runtime::new();
+            let dir = bundle.dir.to_string_lossy().into_owned();
+            let mut args = flags.clone();
+            args.extend(["run", "--bundle", &dir, &unique("mps")].map(String::from));
+            let mut cmd = rt.command(&args);
+            cmd.env("GPURUN_CONFIG", &config_file);
+            let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
+            assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+            assert_eq!(
+                lines(&out),
+                [form, "shm"],
+                "{form}, config {config:?}: {}",
+                out.stderr
+            );
+        }
+    }
+}
+
 /// The OpenCL ICD loader's vendor file, which toolkit 1.19 mounts: on a
 /// host that has `/etc/OpenCL/vendors/nvidia.icd` (Debian's
 /// nvidia-opencl-common; the fake host's driver root copied by hard links,

@@ -72,6 +72,26 @@ pub fn has_user_namespace(spec: &Spec) -> bool {
         })
 }
 
+/// Where the spec already mounts something at an injected mount's
+/// destination, the spec's wins: the engine's allocation says what is
+/// there (the DRA driver's per-claim MPS pipe directory at
+/// `/tmp/nvidia-mps`, a device plugin's own mounts), and an injected mount
+/// after it would cover it.
+fn keep_the_engines_mounts(spec_mounts: &[Mount], injected: &mut Vec<Mount>) {
+    injected.retain(|m| {
+        let taken = spec_mounts
+            .iter()
+            .any(|s| s.destination() == m.destination());
+        if taken {
+            tracing::debug!(
+                "{} left to the spec's own mount there",
+                m.destination().display()
+            );
+        }
+        !taken
+    });
+}
+
 /// The phases of `apply`, in order, each reported once it is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -165,6 +185,7 @@ pub fn apply_delivering(
     }
     on_step(Phase::LinkerCache, &applied);
 
+    keep_the_engines_mounts(&spec_mounts, &mut mounts);
     let all = with_mount_points(spec, spec_mounts, mounts, rootfs, shared, &mut applied)?;
     spec.set_mounts(Some(all));
 
