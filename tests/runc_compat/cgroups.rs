@@ -213,7 +213,15 @@ fn blkio_weight_devices_reach_the_cgroup() {
         .to_str()
         .unwrap()
         .to_owned();
-    fs::write(format!("/sys/block/{name}/queue/scheduler"), "bfq").unwrap();
+    // BFQ may be a module; a kernel built without it has no weight devices
+    // on v1 at all (runc's and gpurun's writes both have nowhere to go).
+    let _ = Command::new("modprobe").arg("bfq").status();
+    let scheduler = format!("/sys/block/{name}/queue/scheduler");
+    if !fs::read_to_string(&scheduler).is_ok_and(|s| s.contains("bfq")) {
+        eprintln!("skipped: this kernel has no BFQ scheduler, so no v1 weight devices");
+        return;
+    }
+    fs::write(&scheduler, "bfq").unwrap();
     let rdev = {
         use std::os::unix::fs::MetadataExt;
         fs::metadata(&device.0).unwrap().rdev()
