@@ -669,3 +669,145 @@ fn gpu_plan_inside_a_slurm_job_is_what_the_container_gets() {
         out.stderr
     );
 }
+
+/// The loop devices whose backing file is `image`.
+fn loops_backed_by(image: &Path) -> Vec<String> {
+    let wanted = image.to_string_lossy().into_owned();
+    fs::read_dir("/sys/block")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            fs::read_to_string(e.path().join("loop/backing_file"))
+                .is_ok_and(|b| b.trim_end() == wanted)
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// A squashfs image of the glibc rootfs, made with mksquashfs.
+fn squashfs_image(scratch: &Scratch) -> PathBuf {
+    let bundle = Bundle::glibc(None);
+    let image = scratch.path().join("app.sqsh");
+    run_cmd(
+        Command::new("mksquashfs")
+            .arg(bundle.rootfs())
+            .arg(&image)
+            .args(["-quiet", "-noappend"]),
+        Duration::from_secs(120),
+    )
+    .ok();
+    image
+}
+
+/// `run --image FILE.sqsh` runs the image in place: its root is the
+/// squashfs, read-only (a write fails with EROFS), or an overlay with a
+/// tmpfs layer under --writable; GPUs reach it as a directory's (the GPU
+/// flow writes nothing into the image: nvidia-smi is injected and exits
+/// 9). The image file is unchanged, and once each run ends the host has no
+/// mount of it, no loop device on it, and the state root is empty.
+#[test]
+fn a_squashfs_image_runs_in_place_read_only_or_writable_on_request() {
+    require_root!();
+    let scratch = Scratch::new("sqsh");
+    let image = squashfs_image(&scratch);
+    let before = fs::read(&image).unwrap();
+    let image_arg = image.to_string_lossy().into_owned();
+    let probe =
+        "awk '$5 == \"/\" {for (i = 7; i < NF; i++) if ($i == \"-\") t = $(i + 1)} END {print t}' \
+                 /proc/self/mountinfo; \
+                 echo x > /probe 2>/dev/null; echo write=$?; \
+                 nvidia-smi >/dev/null 2>&1; echo smi=$?";
+    for (flags, root_fs, write) in [
+        (&[][..], "squashfs", "write=1"),
+        (&["--writable"][..], "overlay", "write=0"),
+    ] {
+        let rt = Runtime::new();
+        let mut args = vec!["run", "--image", &image_arg, "--gpus", "0"];
+        args.extend_from_slice(flags);
+        args.extend(["--", "sh", "-c", probe]);
+        let out = rt.run(GpuFixtures::get().args(&args));
+        assert_eq!(out.code, 0, "{flags:?}: {}", out.stderr);
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            [root_fs, write, "smi=9"],
+            "{flags:?}: {}",
+            out.stderr
+        );
+        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+        assert!(mounts_mentioning(&image_arg).is_empty());
+        assert!(mounts_mentioning("@image").is_empty());
+        assert!(
+            loops_backed_by(&image).is_empty(),
+            "{:?}",
+            loops_backed_by(&image)
+        );
+    }
+    assert!(
+        fs::read(&image).unwrap() == before,
+        "the image file was written"
+    );
+}
+
+/// A `run --image` killed with SIGKILL while its container runs leaves
+/// the host no mount (they were in the run's own mount namespace); the
+/// container keeps the image until it is deleted, and then the loop
+/// device clears itself and nothing is left. A file that is no squashfs
+/// is refused in one line, and so is a non-root user.
+#[test]
+fn a_killed_image_run_leaves_nothing_once_its_container_is_deleted() {
+    require_root!();
+    let scratch = Scratch::new("sqsh-kill");
+    let image = squashfs_image(&scratch);
+    let image_arg = image.to_string_lossy().into_owned();
+    let rt = Runtime::new();
+    let id = unique("sqsh");
+    let mut child = rt
+        .command(["run", "--image", &image_arg, &id, "--", "sleep", "300"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        rt.run(["state", &id]).stdout.contains("\"running\"")
+    });
+    assert!(running, "the container never ran");
+    assert_eq!(loops_backed_by(&image).len(), 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(mounts_mentioning(&image_arg).is_empty());
+    assert!(mounts_mentioning(&format!("{id}@image")).is_empty());
+    // The container still runs from the image.
+    assert!(rt.run(["state", &id]).stdout.contains("\"running\""));
+    let deleted = rt.run(["delete", "--force", &id]);
+    assert_eq!(deleted.code, 0, "{}", deleted.stderr);
+    let cleared = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        loops_backed_by(&image).is_empty()
+    });
+    assert!(cleared, "loop devices left: {:?}", loops_backed_by(&image));
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+
+    let not_squashfs = scratch.path().join("not.sqsh");
+    fs::write(&not_squashfs, b"\x7fELF").unwrap();
+    let out = rt.run([
+        "run",
+        "--image",
+        &not_squashfs.to_string_lossy(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("not a squashfs image"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    fs::set_permissions(&image, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let user = As::User(TestUser::get());
+    let out = gpurun(&user, &["run", "--image", &image_arg, "--", "true"], &[]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("as a non-root user"), "{}", out.stderr);
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+}

@@ -8,8 +8,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::openat2::syscall_result;
 
-/// A string option for fsconfig; a failed optional one is skipped (an
-/// older kernel may not know it).
+/// A string option for fsconfig, or a flag where `value` is empty (`ro`:
+/// the superblock read-only, so a block device is opened for reading
+/// alone); a failed optional one is skipped (an older kernel may not know
+/// it).
 pub struct FsOption<'a> {
     pub key: &'a CStr,
     pub value: &'a CStr,
@@ -28,12 +30,17 @@ pub fn detached_mount(fstype: &CStr, options: &[FsOption], attributes: u64) -> i
             libc::FSOPEN_CLOEXEC,
         ))?);
         for option in options {
+            let (command, value) = if option.value.is_empty() {
+                (libc::FSCONFIG_SET_FLAG, std::ptr::null())
+            } else {
+                (libc::FSCONFIG_SET_STRING, option.value.as_ptr())
+            };
             let set = syscall_result(libc::syscall(
                 libc::SYS_fsconfig,
                 context.as_raw_fd(),
-                libc::FSCONFIG_SET_STRING,
+                command,
                 option.key.as_ptr(),
-                option.value.as_ptr(),
+                value,
                 0,
             ));
             if option.required {

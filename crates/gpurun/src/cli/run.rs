@@ -8,6 +8,7 @@ use gpurun_gpu::flow::InvokerGpus;
 /// `run`: runc's flags, GPU shortcuts, and the HPC form that needs no
 /// config.json: `run --rootfs DIR [-v SRC:DST] [-e K=V] [-w DIR] -- CMD`.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("adhoc").args(["rootfs", "image"])))]
 pub struct RunArgs {
     /// Path to the bundle directory, containing config.json and root filesystem
     #[arg(short, long, conflicts_with = "rootfs")]
@@ -50,31 +51,39 @@ pub struct RunArgs {
     /// (rootless for a non-root user, host network)
     #[arg(long, value_name = "DIR")]
     pub rootfs: Option<PathBuf>,
-    /// With --rootfs: bind SRC on the host at DST in the container (:ro for read-only)
+    /// Run this squashfs image file in place (enroot's .sqsh, mksquashfs's
+    /// output), read-only, as --rootfs runs a directory (as root)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["bundle", "rootfs"])]
+    pub image: Option<PathBuf>,
+    /// With --image: a writable layer (tmpfs) over the image, gone with
+    /// the container; the image file is never written
+    #[arg(long, requires = "image")]
+    pub writable: bool,
+    /// With --rootfs or --image: bind SRC on the host at DST in the container (:ro for read-only)
     #[arg(
         short = 'v',
         long = "volume",
         value_name = "SRC:DST[:ro]",
-        requires = "rootfs"
+        requires = "adhoc"
     )]
     pub volumes: Vec<String>,
-    /// With --rootfs: set K=V in the container's environment (K alone copies ours)
-    #[arg(short = 'e', long = "env", value_name = "K=V", requires = "rootfs")]
+    /// With --rootfs or --image: set K=V in the container's environment (K alone copies ours)
+    #[arg(short = 'e', long = "env", value_name = "K=V", requires = "adhoc")]
     pub env: Vec<String>,
-    /// With --rootfs: the working directory inside the container
-    #[arg(short = 'w', long = "workdir", value_name = "DIR", requires = "rootfs")]
+    /// With --rootfs or --image: the working directory inside the container
+    #[arg(short = 'w', long = "workdir", value_name = "DIR", requires = "adhoc")]
     pub workdir: Option<String>,
-    /// With --rootfs: keep your uid and gid inside instead of becoming root
-    #[arg(long, requires = "rootfs")]
+    /// With --rootfs or --image: keep your uid and gid inside instead of becoming root
+    #[arg(long, requires = "adhoc")]
     pub keep_uid: bool,
-    /// With --rootfs: a private network namespace instead of the host's
-    #[arg(long, requires = "rootfs")]
+    /// With --rootfs or --image: a private network namespace instead of the host's
+    #[arg(long, requires = "adhoc")]
     pub private_network: bool,
 
     /// The container id (made up with --rootfs when left out)
     #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub container_id: Option<String>,
-    /// With --rootfs: the command and its arguments, after `--`
+    /// With --rootfs or --image: the command and its arguments, after `--`
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }

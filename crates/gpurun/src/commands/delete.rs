@@ -40,6 +40,7 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
                 );
             }
         }
+        remove_image_holder(&ctx.root, id);
         return Ok(());
     }
     // Execs under way finish starting their processes first, so that the
@@ -62,5 +63,12 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     }
     containers::delete(&mut container, args.force)
         .with_context(|| format!("delete container {id:?}"))?;
+    remove_image_holder(&ctx.root, id);
     Ok(())
+}
+
+/// `run --image`'s empty mount-point directory, left by a `run` that was
+/// killed (its mounts went with its mount namespace).
+fn remove_image_holder(root: &std::path::Path, id: &str) {
+    let _ = fs::remove_dir(crate::runtime::squashfs::holder_dir(root, id));
 }

@@ -6,14 +6,20 @@ use safe_fs::Rootfs;
 use crate::cli::RunArgs;
 use crate::runtime::context::Ctx;
 use crate::runtime::launch::{self, LaunchArgs};
+use crate::runtime::protect::seal;
 use crate::runtime::protect::stub_policy::{self, Protection};
 use crate::runtime::spec::idmap::UserIds;
 use crate::runtime::spec::prepare;
 use crate::runtime::spec::rootfs_spec::{self, AdhocOptions};
+use crate::runtime::squashfs;
+use crate::runtime::state::containers;
 use gpurun_gpu::flow::InvokerGpus;
 use gpurun_image::defaults::ImageDefaults;
 
 pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
+    if args.image.is_some() {
+        return run_image(ctx, args, protection);
+    }
     if args.rootfs.is_some() {
         return run_rootfs(ctx, args, protection);
     }
@@ -105,6 +111,38 @@ fn rootfs_only_flag(args: &RunArgs) -> Option<(&'static str, &'static str)> {
     ]
     .into_iter()
     .find_map(|(given, flag, instead)| given.then_some((flag, instead)))
+}
+
+/// `run --image FILE.sqsh -- CMD`: the image mounted in place, read-only
+/// (a tmpfs layer over it with --writable), then run as `--rootfs` runs a
+/// directory. The mounts are this run's and the container's alone.
+fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32> {
+    let path = args.image.take().expect("checked by the caller");
+    if !nix::unistd::geteuid().is_root() {
+        anyhow::bail!(
+            "--image {} as a non-root user: gpurun mounts a squashfs image through a loop device, as root only; unpack it (unsquashfs -d DIR {}) and run --rootfs DIR",
+            path.display(),
+            path.display()
+        );
+    }
+    let image = squashfs::open_image(&path)?;
+    let id = args
+        .container_id
+        .clone()
+        .unwrap_or_else(|| format!("gpurun-{}", std::process::id()));
+    containers::validate_id(&id)?;
+    // Protected before anything is mounted: a re-exec after the mounts
+    // would start the command over and mount again.
+    if protection == Protection::ChosenByRun {
+        seal::ensure_sealed()?;
+    }
+    let mounted = squashfs::mount(&image, &ctx.root, &id, args.writable)?;
+    drop(image);
+    args.container_id = Some(id);
+    args.rootfs = Some(mounted.rootfs.clone());
+    let code = run_rootfs(ctx, args, Protection::Done);
+    drop(mounted);
+    code
 }
 
 /// `run --rootfs DIR -- CMD`: no config.json; the spec is made here.

@@ -13,5 +13,6 @@ pub mod logging;
 pub mod lxc;
 pub mod protect;
 pub mod spec;
+pub mod squashfs;
 pub mod state;
 pub mod verify;

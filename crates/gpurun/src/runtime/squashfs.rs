@@ -1,0 +1,256 @@
+//! A squashfs image file (enroot's `.sqsh`, `mksquashfs`'s output) run in
+//! place as a container's root, without unpacking it: read-only through a
+//! loop device, with a tmpfs upper layer over it only when asked.
+//!
+//! Everything is mounted in a mount namespace of this `run`'s own, a slave
+//! of the host's, so the host never sees the mounts: they go when the last
+//! process that holds them (this `run`, then the container, whose mount
+//! namespace is a copy) ends, after a `kill -9` of gpurun too. The loop
+//! device is set to clear itself when its mount goes (`LO_FLAGS_AUTOCLEAR`).
+
+use std::ffi::CString;
+use std::fs::{self, File};
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use safe_fs::detached_mount::{detached_mount, FsOption};
+use safe_fs::syscall_result as check;
+
+/// squashfs's magic, little-endian "hsqs", at the start of the file.
+const SQUASHFS_MAGIC: &[u8; 4] = b"hsqs";
+
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LO_FLAGS_READ_ONLY: u32 = 1;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+/// The kernel's `struct loop_info64`.
+#[repr(C)]
+struct LoopInfo64 {
+    device: u64,
+    inode: u64,
+    rdevice: u64,
+    offset: u64,
+    sizelimit: u64,
+    number: u32,
+    encrypt_type: u32,
+    encrypt_key_size: u32,
+    flags: u32,
+    file_name: [u8; 64],
+    crypt_name: [u8; 64],
+    encrypt_key: [u8; 32],
+    init: [u64; 2],
+}
+
+/// The kernel's `struct loop_config` (LOOP_CONFIGURE, Linux 5.8).
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+/// An image mounted for one container: the root to give it, and the
+/// directory under the state root that holds the mounts in this `run`'s
+/// namespace, detached and removed when dropped.
+pub struct MountedImage {
+    pub rootfs: PathBuf,
+    holder: PathBuf,
+}
+
+impl Drop for MountedImage {
+    fn drop(&mut self) {
+        let _ = nix::mount::umount2(&self.holder, nix::mount::MntFlags::MNT_DETACH);
+        let _ = fs::remove_dir(&self.holder);
+    }
+}
+
+/// Where `run --image` of container `id` holds its mounts.
+pub fn holder_dir(state_root: &Path, id: &str) -> PathBuf {
+    state_root.join(format!("{id}@image"))
+}
+
+/// Opens `path` as a squashfs image: a regular file (opened so that a
+/// FIFO or device cannot block) that starts with squashfs's magic.
+pub fn open_image(path: &Path) -> Result<File> {
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+        .with_context(|| format!("--image {}", path.display()))?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        let kind = if meta.is_dir() {
+            "a directory: run it with --rootfs"
+        } else if meta.file_type().is_fifo() {
+            "a FIFO"
+        } else {
+            "not a regular file"
+        };
+        bail!("--image {}: {kind}", path.display());
+    }
+    let mut magic = [0u8; 4];
+    if file.read_exact(&mut magic).is_err() || &magic != SQUASHFS_MAGIC {
+        bail!(
+            "--image {}: not a squashfs image (make one with mksquashfs DIR FILE, or `gpurun import IMAGE -o FILE.sqsh`)",
+            path.display()
+        );
+    }
+    Ok(file)
+}
+
+/// Mounts `image` for container `id`: in a new mount namespace for this
+/// process, read-only, with a tmpfs upper layer when `writable`.
+pub fn mount(image: &File, state_root: &Path, id: &str, writable: bool) -> Result<MountedImage> {
+    use nix::mount::MsFlags;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .context("a mount namespace for the image")?;
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
+    .context("make the image's mount namespace a slave of the host's")?;
+    let holder = holder_dir(state_root, id);
+    fs::create_dir(&holder).with_context(|| format!("create {}", holder.display()))?;
+    let mut mounted = MountedImage {
+        rootfs: holder.join("image"),
+        holder,
+    };
+    let tmpfs = detached_mount(c"tmpfs", &[option(c"mode", c"0700")], 0)?;
+    attach(&tmpfs, &mounted.holder)?;
+    for dir in ["image", "rw", "upper", "work"] {
+        fs::create_dir(mounted.holder.join(dir))?;
+    }
+    let squashfs = mount_squashfs(image)?;
+    attach(&squashfs, &mounted.holder.join("image"))?;
+    if writable {
+        let lower = path_option(&mounted.holder.join("image"))?;
+        let upper = path_option(&mounted.holder.join("upper"))?;
+        let work = path_option(&mounted.holder.join("work"))?;
+        let overlay = detached_mount(
+            c"overlay",
+            &[
+                option(c"lowerdir", &lower),
+                option(c"upperdir", &upper),
+                option(c"workdir", &work),
+            ],
+            0,
+        )
+        .context("overlayfs for --writable")?;
+        attach(&overlay, &mounted.holder.join("rw"))?;
+        mounted.rootfs = mounted.holder.join("rw");
+    }
+    Ok(mounted)
+}
+
+fn option<'a>(key: &'a std::ffi::CStr, value: &'a std::ffi::CStr) -> FsOption<'a> {
+    FsOption {
+        key,
+        value,
+        required: true,
+    }
+}
+
+fn path_option(path: &Path) -> Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    Ok(CString::new(path.as_os_str().as_bytes())?)
+}
+
+/// The image, read-only, through a loop device that clears itself once
+/// the mount is gone.
+fn mount_squashfs(image: &File) -> Result<OwnedFd> {
+    // The device stays open until it is mounted: autoclear would clear it
+    // at its last close before.
+    let (_open, device) = attach_loop(image).context("a loop device for the image")?;
+    let source = path_option(&device)?;
+    detached_mount(
+        c"squashfs",
+        &[option(c"source", &source), option(c"ro", c"")],
+        libc::MOUNT_ATTR_RDONLY,
+    )
+    .with_context(|| format!("mount the image (squashfs on {})", device.display()))
+}
+
+/// A free loop device set to `image`, read-only, autoclear: open, and its
+/// path. Another process may take the free device first: then again.
+fn attach_loop(image: &File) -> Result<(File, PathBuf)> {
+    let control = File::open("/dev/loop-control").context("open /dev/loop-control")?;
+    for _ in 0..16 {
+        // SAFETY: an ioctl without argument on our own descriptor.
+        let number = check(unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) } as i64)?;
+        let path = PathBuf::from(format!("/dev/loop{number}"));
+        let device = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+            .with_context(|| format!("open {}", path.display()))?;
+        // SAFETY: an all-zero loop_config is valid; the fields set below.
+        let mut config: LoopConfig = unsafe { std::mem::zeroed() };
+        config.fd = image.as_raw_fd() as u32;
+        config.info.flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
+        // SAFETY: LOOP_CONFIGURE reads the config we own.
+        let set = unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CONFIGURE, &config) };
+        match check(set as i64) {
+            Ok(_) => return Ok((device, path)),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => continue,
+            Err(e) => return Err(e).with_context(|| format!("set up {}", path.display())),
+        }
+    }
+    bail!("no free loop device after 16 tries")
+}
+
+/// Attaches a detached mount at `target`.
+fn attach(mount: &OwnedFd, target: &Path) -> Result<()> {
+    let target_c = path_option(target)?;
+    // SAFETY: move_mount of our own descriptor onto a NUL-terminated path.
+    let moved = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mount.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target_c.as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    check(moved)
+        .map(|_| ())
+        .with_context(|| format!("attach a mount at {}", target.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernels_loop_structures_have_their_abi_sizes() {
+        assert_eq!(std::mem::size_of::<LoopInfo64>(), 232);
+        assert_eq!(std::mem::size_of::<LoopConfig>(), 304);
+    }
+
+    #[test]
+    fn only_a_regular_file_with_squashfs_magic_is_an_image() {
+        let dir = std::env::temp_dir().join(format!("squashfs-magic-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.sqsh");
+        fs::write(&good, b"hsqs\0\0\0\0").unwrap();
+        let bad = dir.join("bad.sqsh");
+        fs::write(&bad, b"\x7fELF").unwrap();
+        assert!(open_image(&good).is_ok());
+        let err = open_image(&bad).unwrap_err().to_string();
+        assert!(err.contains("not a squashfs image"), "{err}");
+        let err = open_image(&dir).unwrap_err().to_string();
+        assert!(err.contains("a directory"), "{err}");
+        nix::unistd::mkfifo(&dir.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = open_image(&dir.join("fifo")).unwrap_err().to_string();
+        assert!(err.contains("a FIFO"), "{err}");
+        fs::remove_dir_all(dir).unwrap();
+    }
+}
