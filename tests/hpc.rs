@@ -811,3 +811,75 @@ fn a_killed_image_run_leaves_nothing_once_its_container_is_deleted() {
     assert!(out.stderr.contains("as a non-root user"), "{}", out.stderr);
     assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
 }
+
+/// `import IMAGE -o FILE.sqsh`, as root and as a user, writes one
+/// squashfs file (nothing else beside it) whose tree, unpacked by
+/// unsquashfs, is exactly the image's with the owners it has inside (the
+/// user's import packs from inside its user namespace); `run --image`
+/// runs it; an existing file is refused and left as it was.
+#[test]
+fn import_writes_a_squashfs_image_with_the_images_owners() {
+    require_root!();
+    let expected: BTreeMap<String, String> = expected_tree(1000)
+        .into_iter()
+        .map(|(k, v)| (k, v.replace(" R", " 0:0")))
+        .collect();
+    for who in As::both() {
+        let scratch = scratch_for(&who, "import-sqsh");
+        let file = scratch.path().join("app.sqsh");
+        let file_arg = file.to_string_lossy().into_owned();
+        let image = images().join("image.docker.tar");
+        let out = gpurun(
+            &who,
+            &["import", image.to_str().unwrap(), "-o", &file_arg],
+            &[],
+        );
+        assert_eq!(out.code, 0, "{who:?}: {}", out.stderr);
+        let beside: Vec<_> = fs::read_dir(scratch.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(beside, ["app.sqsh"], "{who:?}");
+        let unpacked = scratch.path().join("unpacked");
+        let listed = run_cmd(
+            Command::new("unsquashfs")
+                .args(["-q", "-d"])
+                .arg(&unpacked)
+                .arg(&file),
+            Duration::from_secs(60),
+        );
+        assert_eq!(listed.code, 0, "{}", listed.stderr);
+        assert_eq!(tree(&unpacked), expected, "{who:?}");
+        assert_eq!(
+            fs::metadata(unpacked.join("data/orig")).unwrap().ino(),
+            fs::metadata(unpacked.join("data/link")).unwrap().ino(),
+            "data/link is a hard link"
+        );
+        let rt = Runtime::new();
+        let ran = rt.run([
+            "run",
+            "--image",
+            &file_arg,
+            "--",
+            "/bin/busybox",
+            "cat",
+            "/etc/motd",
+        ]);
+        assert_eq!(
+            (ran.code, ran.stdout.as_str()),
+            (0, "hello from layer 2\n"),
+            "{}",
+            ran.stderr
+        );
+        let before = fs::read(&file).unwrap();
+        let again = gpurun(
+            &who,
+            &["import", image.to_str().unwrap(), "-o", &file_arg],
+            &[],
+        );
+        assert_eq!(again.code, 1);
+        assert!(again.stderr.contains("the file exists"), "{}", again.stderr);
+        assert!(fs::read(&file).unwrap() == before);
+    }
+}

@@ -71,6 +71,9 @@ fn image_source(text: &str) -> Result<ImageSource> {
 /// Imports `image` into `output` (new or empty); a failed import removes
 /// only what it made.
 pub fn import(image: &str, output: &Path, report: &mut dyn FnMut(ImportEvent)) -> Result<()> {
+    if is_squashfs_file(output) {
+        return import_squashfs(image, output, report);
+    }
     let made_dir = match fs::create_dir(output) {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -99,6 +102,86 @@ pub fn import(image: &str, output: &Path, report: &mut dyn FnMut(ImportEvent)) -
         }
     }
     result
+}
+
+/// Whether `-o` names a squashfs image file (`.sqsh`, enroot's, or
+/// `.squashfs`) rather than a bundle directory.
+fn is_squashfs_file(output: &Path) -> bool {
+    matches!(
+        output.extension().and_then(|e| e.to_str()),
+        Some("sqsh" | "squashfs")
+    )
+}
+
+/// `import IMAGE -o FILE.sqsh`, as `enroot import` makes one: the image
+/// unpacked beside FILE, packed into FILE by mksquashfs (inside the user
+/// namespace for a non-root user, so the image's owners are kept as they
+/// are inside it), the unpacked tree removed. A failed import leaves no
+/// FILE. `run --image FILE` runs it in place.
+fn import_squashfs(image: &str, output: &Path, report: &mut dyn FnMut(ImportEvent)) -> Result<()> {
+    if output.symlink_metadata().is_ok() {
+        bail!(
+            "-o {}: the file exists; give a new file name",
+            output.display()
+        );
+    }
+    let mksquashfs = program_on_path("mksquashfs").with_context(|| {
+        format!(
+            "-o {}: writing a squashfs image needs mksquashfs: install squashfs-tools",
+            output.display()
+        )
+    })?;
+    let name = output.file_name().unwrap_or_default().to_string_lossy();
+    let work = output.with_file_name(format!(".{name}.import-{}", std::process::id()));
+    let result =
+        import(image, &work, report).and_then(|()| pack(&mksquashfs, &work.join("rootfs"), output));
+    if work.join("config.json").is_file() {
+        let _ = remove(&work);
+    }
+    if result.is_err() {
+        let _ = fs::remove_file(output);
+    }
+    result
+}
+
+/// `name`'s absolute path in the invoker's PATH (the program then runs
+/// with a fixed one).
+fn program_on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .chain(["/usr/sbin", "/usr/bin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// mksquashfs of `rootfs` into `output`, with a clean environment, from
+/// `/`; in the import's user namespace for a non-root user.
+fn pack(mksquashfs: &Path, rootfs: &Path, output: &Path) -> Result<()> {
+    let run = || -> Result<Stats> {
+        let out = std::process::Command::new(mksquashfs)
+            .arg(rootfs)
+            .arg(output)
+            .args(["-noappend", "-quiet", "-no-progress"])
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .context("run mksquashfs")?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+            bail!("mksquashfs {}: {last}", output.display());
+        }
+        Ok(Stats::default())
+    };
+    if nix::unistd::geteuid().is_root() {
+        run()?;
+    } else {
+        gpurun_image::in_user_namespace(|pid| UserIds::current().map_as_root(pid), run)?;
+    }
+    Ok(())
 }
 
 fn import_into(
