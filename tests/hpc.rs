@@ -815,8 +815,9 @@ fn a_killed_image_run_leaves_nothing_once_its_container_is_deleted() {
 /// `import IMAGE -o FILE.sqsh`, as root and as a user, writes one
 /// squashfs file (nothing else beside it) whose tree, unpacked by
 /// unsquashfs, is exactly the image's with the owners it has inside (the
-/// user's import packs from inside its user namespace); `run --image`
-/// runs it; an existing file is refused and left as it was.
+/// user's import packs from inside its user namespace), and the image's
+/// config at /.gpurun/image-config.json; `run --image` runs the image's
+/// own command; an existing file is refused and left as it was.
 #[test]
 fn import_writes_a_squashfs_image_with_the_images_owners() {
     require_root!();
@@ -850,22 +851,19 @@ fn import_writes_a_squashfs_image_with_the_images_owners() {
             Duration::from_secs(60),
         );
         assert_eq!(listed.code, 0, "{}", listed.stderr);
-        assert_eq!(tree(&unpacked), expected, "{who:?}");
+        // The image's config, kept inside for `run --image`.
+        let mut got = tree(&unpacked);
+        assert!(got.remove(".gpurun/image-config.json").is_some(), "{got:?}");
+        assert!(got.remove(".gpurun").is_some());
+        assert_eq!(got, expected, "{who:?}");
         assert_eq!(
             fs::metadata(unpacked.join("data/orig")).unwrap().ino(),
             fs::metadata(unpacked.join("data/link")).unwrap().ino(),
             "data/link is a hard link"
         );
         let rt = Runtime::new();
-        let ran = rt.run([
-            "run",
-            "--image",
-            &file_arg,
-            "--",
-            "/bin/busybox",
-            "cat",
-            "/etc/motd",
-        ]);
+        // The image's own command, from its working directory.
+        let ran = rt.run(["run", "--image", &file_arg]);
         assert_eq!(
             (ran.code, ran.stdout.as_str()),
             (0, "hello from layer 2\n"),

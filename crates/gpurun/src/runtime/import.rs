@@ -133,8 +133,9 @@ fn import_squashfs(image: &str, output: &Path, report: &mut dyn FnMut(ImportEven
     })?;
     let name = output.file_name().unwrap_or_default().to_string_lossy();
     let work = output.with_file_name(format!(".{name}.import-{}", std::process::id()));
-    let result =
-        import(image, &work, report).and_then(|()| pack(&mksquashfs, &work.join("rootfs"), output));
+    let result = import(image, &work, report)
+        .and_then(|()| keep_config_inside(&work))
+        .and_then(|()| pack(&mksquashfs, &work.join("rootfs"), output));
     if work.join("config.json").is_file() {
         let _ = remove(&work);
     }
@@ -142,6 +143,28 @@ fn import_squashfs(image: &str, output: &Path, report: &mut dyn FnMut(ImportEven
         let _ = fs::remove_file(output);
     }
     result
+}
+
+/// The image's config (entrypoint, environment, working directory) inside
+/// the tree to pack, at `squashfs::IMAGE_CONFIG_INSIDE`, where `run
+/// --image` finds it: a squashfs file has nowhere beside it to keep it.
+/// Written from inside the user namespace for a user (root owns the tree).
+fn keep_config_inside(work: &Path) -> Result<()> {
+    let config = fs::read(work.join(IMAGE_CONFIG))?;
+    let rootfs = work.join("rootfs");
+    let write = move || -> Result<Stats> {
+        let root = Rootfs::open(&rootfs)?;
+        let inside = Path::new(crate::runtime::squashfs::IMAGE_CONFIG_INSIDE);
+        root.create_dir_all_in(inside.parent().unwrap_or(Path::new("/")), 0o755)?;
+        root.write_in(inside, &config, 0o644)?;
+        Ok(Stats::default())
+    };
+    if nix::unistd::geteuid().is_root() {
+        write()?;
+    } else {
+        gpurun_image::in_user_namespace(|pid| UserIds::current().map_as_root(pid), write)?;
+    }
+    Ok(())
 }
 
 /// `name`'s absolute path in the invoker's PATH (the program then runs

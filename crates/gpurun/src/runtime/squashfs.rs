@@ -19,6 +19,11 @@ use anyhow::{bail, Context, Result};
 use safe_fs::detached_mount::{detached_mount, FsOption};
 use safe_fs::syscall_result as check;
 
+/// Where `import -o FILE.sqsh` keeps the image's config inside the image.
+pub const IMAGE_CONFIG_INSIDE: &str = "/.gpurun/image-config.json";
+/// The most of it read.
+const MAX_IMAGE_CONFIG: u64 = 1 << 20;
+
 /// squashfs's magic, little-endian "hsqs", at the start of the file.
 const SQUASHFS_MAGIC: &[u8; 4] = b"hsqs";
 
@@ -130,6 +135,7 @@ pub fn mount(image: &File, state_root: &Path, id: &str, writable: bool) -> Resul
     }
     let squashfs = mount_squashfs(image)?;
     attach(&squashfs, &mounted.holder.join("image"))?;
+    copy_image_config(&mounted.holder)?;
     if writable {
         let lower = path_option(&mounted.holder.join("image"))?;
         let upper = path_option(&mounted.holder.join("upper"))?;
@@ -148,6 +154,21 @@ pub fn mount(image: &File, state_root: &Path, id: &str, writable: bool) -> Resul
         mounted.rootfs = mounted.holder.join("rw");
     }
     Ok(mounted)
+}
+
+/// The config `import` kept inside the image, copied beside the mounted
+/// root (the holder's tmpfs), where `run --rootfs` looks for an imported
+/// image's defaults. Read inside the image, a regular file only.
+fn copy_image_config(holder: &Path) -> Result<()> {
+    let image = safe_fs::Rootfs::open(&holder.join("image"))?;
+    match image.read(Path::new(IMAGE_CONFIG_INSIDE), MAX_IMAGE_CONFIG) {
+        Ok(bytes) => {
+            fs::write(holder.join(gpurun_image::defaults::IMAGE_CONFIG), bytes)?;
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("the image's {IMAGE_CONFIG_INSIDE}")),
+    }
 }
 
 fn option<'a>(key: &'a std::ffi::CStr, value: &'a std::ffi::CStr) -> FsOption<'a> {
