@@ -881,3 +881,74 @@ fn import_writes_a_squashfs_image_with_the_images_owners() {
         assert!(fs::read(&file).unwrap() == before);
     }
 }
+
+/// A SIF file made by sylabs' reference tool (Debian's siftool): its
+/// primary system partition (a squashfs) runs in place through a loop
+/// device set to the partition's offset, a signature object beside it
+/// changes nothing, and a SIF file with only a data partition is refused
+/// in one line.
+#[test]
+fn a_sif_files_system_partition_runs_in_place() {
+    require_root!();
+    let scratch = Scratch::new("sif");
+    let squashfs = squashfs_image(&scratch);
+    let sif = scratch.path().join("app.sif");
+    let siftool = |args: &[&str]| {
+        let out = run_cmd(Command::new("siftool").args(args), Duration::from_secs(60));
+        assert_eq!(out.code, 0, "siftool {args:?}: {}", out.stderr);
+    };
+    let (sif_arg, squashfs_arg) = (sif.to_str().unwrap(), squashfs.to_str().unwrap());
+    let signature = scratch.path().join("signature");
+    fs::write(&signature, [7u8; 600]).unwrap();
+    siftool(&["new", sif_arg]);
+    let partition = ["--datatype", "4", "--partfs", "1", "--partarch", "2"];
+    siftool(
+        &[
+            &["add", sif_arg, squashfs_arg, "--parttype", "2"][..],
+            &partition,
+        ]
+        .concat(),
+    );
+    siftool(&[
+        "add",
+        sif_arg,
+        signature.to_str().unwrap(),
+        "--datatype",
+        "5",
+        "--signentity",
+        "433FE984155206BD962725E20E8713472A879943",
+        "--signhash",
+        "1",
+        "--link",
+        "1",
+    ]);
+    let rt = Runtime::new();
+    let probe =
+        "awk '$5 == \"/\" {for (i = 7; i < NF; i++) if ($i == \"-\") t = $(i + 1)} END {print t}' \
+                 /proc/self/mountinfo; cat /etc/passwd | head -1";
+    let out = rt.run(["run", "--image", sif_arg, "--", "sh", "-c", probe]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let root_line = fs::read_to_string(Bundle::glibc(None).rootfs().join("etc/passwd")).unwrap();
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["squashfs", root_line.lines().next().unwrap()]
+    );
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    assert!(loops_backed_by(&sif).is_empty());
+
+    let data_only = scratch.path().join("data.sif");
+    let data_arg = data_only.to_str().unwrap();
+    siftool(&["new", data_arg]);
+    siftool(
+        &[
+            &["add", data_arg, squashfs_arg, "--parttype", "3"][..],
+            &partition,
+        ]
+        .concat(),
+    );
+    let out = rt.run(["run", "--image", data_arg, "--", "true"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("no system partition"), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+}

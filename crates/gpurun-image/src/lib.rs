@@ -5,6 +5,7 @@
 pub mod defaults;
 pub mod oci;
 pub mod registry;
+pub mod sif;
 pub mod source;
 pub mod unpack;
 mod user_namespace;

@@ -1,6 +1,8 @@
-//! A squashfs image file (enroot's `.sqsh`, `mksquashfs`'s output) run in
-//! place as a container's root, without unpacking it: read-only through a
-//! loop device, with a tmpfs upper layer over it only when asked.
+//! A squashfs image file (enroot's `.sqsh`, `mksquashfs`'s output, or the
+//! system partition of Apptainer's `.sif`) run in place as a container's
+//! root, without unpacking it: read-only through a loop device (set to the
+//! partition's offset and size), with a tmpfs upper layer over it only
+//! when asked.
 //!
 //! Everything is mounted in a mount namespace of this `run`'s own, a slave
 //! of the host's, so the host never sees the mounts: they go when the last
@@ -10,12 +12,12 @@
 
 use std::ffi::CString;
 use std::fs::{self, File};
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use gpurun_image::sif;
 use safe_fs::detached_mount::{detached_mount, FsOption};
 use safe_fs::syscall_result as check;
 
@@ -79,10 +81,21 @@ pub fn holder_dir(state_root: &Path, id: &str) -> PathBuf {
     state_root.join(format!("{id}@image"))
 }
 
-/// Opens `path` as a squashfs image: a regular file (opened so that a
-/// FIFO or device cannot block) that starts with squashfs's magic.
-pub fn open_image(path: &Path) -> Result<File> {
-    let mut file = fs::OpenOptions::new()
+/// An image file opened for mounting: where its squashfs lies in it
+/// (the whole file, or a SIF file's system partition).
+#[derive(Debug)]
+pub struct ImageFile {
+    file: File,
+    offset: u64,
+    /// 0: to the end of the file.
+    size: u64,
+}
+
+/// Opens `path` as a squashfs image or a SIF file holding one: a regular
+/// file (opened so that a FIFO or device cannot block), squashfs's magic
+/// where the image says its squashfs begins.
+pub fn open_image(path: &Path) -> Result<ImageFile> {
+    let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)
@@ -98,19 +111,42 @@ pub fn open_image(path: &Path) -> Result<File> {
         };
         bail!("--image {}: {kind}", path.display());
     }
+    let mut start = [0u8; sif::HEADER_LEN];
+    let read = file.read_at(&mut start, 0)?;
+    let (offset, size) = if sif::is_sif(&start[..read]) {
+        sif_partition(&file, &start, meta.len())
+            .with_context(|| format!("--image {}", path.display()))?
+    } else {
+        (0, 0)
+    };
     let mut magic = [0u8; 4];
-    if file.read_exact(&mut magic).is_err() || &magic != SQUASHFS_MAGIC {
+    if file.read_exact_at(&mut magic, offset).is_err() || &magic != SQUASHFS_MAGIC {
         bail!(
-            "--image {}: not a squashfs image (make one with mksquashfs DIR FILE, or `gpurun import IMAGE -o FILE.sqsh`)",
+            "--image {}: not a squashfs image or a SIF file (make one with mksquashfs DIR FILE, or `gpurun import IMAGE -o FILE.sqsh`)",
             path.display()
         );
     }
-    Ok(file)
+    Ok(ImageFile { file, offset, size })
+}
+
+/// A SIF file's system partition: its offset and size.
+fn sif_partition(file: &File, header: &[u8], len: u64) -> Result<(u64, u64)> {
+    let header = sif::header(header)?;
+    let mut table = vec![0u8; header.descriptors as usize * sif::DESCRIPTOR_LEN];
+    file.read_exact_at(&mut table, header.offset)
+        .context("read the SIF descriptors")?;
+    let part = sif::system_partition(&table, len)?;
+    Ok((part.offset, part.size))
 }
 
 /// Mounts `image` for container `id`: in a new mount namespace for this
 /// process, read-only, with a tmpfs upper layer when `writable`.
-pub fn mount(image: &File, state_root: &Path, id: &str, writable: bool) -> Result<MountedImage> {
+pub fn mount(
+    image: &ImageFile,
+    state_root: &Path,
+    id: &str,
+    writable: bool,
+) -> Result<MountedImage> {
     use nix::mount::MsFlags;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
         .context("a mount namespace for the image")?;
@@ -186,7 +222,7 @@ fn path_option(path: &Path) -> Result<CString> {
 
 /// The image, read-only, through a loop device that clears itself once
 /// the mount is gone.
-fn mount_squashfs(image: &File) -> Result<OwnedFd> {
+fn mount_squashfs(image: &ImageFile) -> Result<OwnedFd> {
     // The device stays open until it is mounted: autoclear would clear it
     // at its last close before.
     let (_open, device) = attach_loop(image).context("a loop device for the image")?;
@@ -201,7 +237,7 @@ fn mount_squashfs(image: &File) -> Result<OwnedFd> {
 
 /// A free loop device set to `image`, read-only, autoclear: open, and its
 /// path. Another process may take the free device first: then again.
-fn attach_loop(image: &File) -> Result<(File, PathBuf)> {
+fn attach_loop(image: &ImageFile) -> Result<(File, PathBuf)> {
     let control = File::open("/dev/loop-control").context("open /dev/loop-control")?;
     for _ in 0..16 {
         // SAFETY: an ioctl without argument on our own descriptor.
@@ -214,7 +250,9 @@ fn attach_loop(image: &File) -> Result<(File, PathBuf)> {
             .with_context(|| format!("open {}", path.display()))?;
         // SAFETY: an all-zero loop_config is valid; the fields set below.
         let mut config: LoopConfig = unsafe { std::mem::zeroed() };
-        config.fd = image.as_raw_fd() as u32;
+        config.fd = image.file.as_raw_fd() as u32;
+        config.info.offset = image.offset;
+        config.info.sizelimit = image.size;
         config.info.flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
         // SAFETY: LOOP_CONFIGURE reads the config we own.
         let set = unsafe { libc::ioctl(device.as_raw_fd(), LOOP_CONFIGURE, &config) };
@@ -266,7 +304,7 @@ mod tests {
         fs::write(&bad, b"\x7fELF").unwrap();
         assert!(open_image(&good).is_ok());
         let err = open_image(&bad).unwrap_err().to_string();
-        assert!(err.contains("not a squashfs image"), "{err}");
+        assert!(err.contains("not a squashfs image or a SIF file"), "{err}");
         let err = open_image(&dir).unwrap_err().to_string();
         assert!(err.contains("a directory"), "{err}");
         nix::unistd::mkfifo(&dir.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
