@@ -197,6 +197,18 @@ wait "$holder" || true
 out=$(srun --quiet "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$nodes" 2>&1)
 check "root: a job without --gres gets no GPU" "smi=127" "$out"
 
+# An MPI step's PMI reaches a `run --rootfs` container as pyxis and enroot
+# pass it: the step's SLURM_* variables; PMI-2's PMI_* and its socket
+# (PMI_FD, kept open); PMIx's PMIX_* and its server's directory, bound.
+# shellcheck disable=SC2016
+probe='echo "${SLURM_STEP_ID:+step} ${PMI_RANK:+rank}$([ -e "/proc/self/fd/${PMI_FD:-none}" ] && echo " fd")"'
+out=$(srun --quiet --mpi=pmi2 "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$probe" 2>&1)
+check "root: srun --mpi=pmi2: the step's variables and PMI-2's socket reach the container" "step rank fd" "$out"
+# shellcheck disable=SC2016
+probe='echo "${PMIX_RANK:+rank}$([ -n "$PMIX_SERVER_TMPDIR" ] && [ -d "$PMIX_SERVER_TMPDIR" ] && echo " server-dir")"'
+out=$(srun --quiet --mpi=pmix "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$probe" 2>&1)
+check "root: srun --mpi=pmix: PMIx's variables and server directory reach the container" "rank server-dir" "$out"
+
 # --- srun --container: Slurm's own OCI support, with gpurun as its runtime ---
 # oci.conf beside slurm.conf, from gpurun's driver locations.
 out=$("$gpurun" $roots setup slurm 2>&1)

@@ -10,6 +10,7 @@ use crate::cli::StateRoot;
 use crate::runtime::context::{one_line, Ctx, Failure};
 use crate::runtime::protect::stub_policy::Protection;
 use crate::runtime::protect::{inherited_fds, seal};
+use crate::runtime::spec::slurm_mpi;
 use crate::runtime::{logging, state::state_dir};
 
 fn main() {
@@ -123,6 +124,11 @@ fn refuse_to_run_as_a_hook() {
 fn kept_fds(command: &cli::Command) -> (i32, Option<u32>) {
     match command {
         cli::Command::Create(a) => (a.preserve_fds, None),
+        // In a Slurm step, PMI-2's socket too (`run --rootfs`'s MPI jobs).
+        cli::Command::Run(a) if a.rootfs.is_some() || a.image.is_some() => (
+            slurm_mpi::preserved_fds(a.preserve_fds, &|k| std::env::var(k).ok()),
+            None,
+        ),
         cli::Command::Run(a) => (a.preserve_fds, None),
         cli::Command::Exec(a) => (
             a.preserve_fds,

@@ -11,6 +11,7 @@ use crate::runtime::protect::stub_policy::{self, Protection};
 use crate::runtime::spec::idmap::UserIds;
 use crate::runtime::spec::prepare;
 use crate::runtime::spec::rootfs_spec::{self, AdhocOptions};
+use crate::runtime::spec::slurm_mpi;
 use crate::runtime::squashfs;
 use crate::runtime::state::containers;
 use gpurun_gpu::flow::InvokerGpus;
@@ -152,7 +153,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
         .ok()
         .filter(|p| p.is_dir())
         .with_context(|| format!("--rootfs {}: no such directory", dir.display()))?;
-    let volumes = args
+    let mut volumes = args
         .volumes
         .iter()
         .map(|v| rootfs_spec::parse_volume(v))
@@ -170,6 +171,14 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     // user in, then -e.
     let mut env: Vec<String> = image.env.clone();
     env.extend(std::env::var("TERM").map(|t| format!("TERM={t}")));
+    // In a Slurm step, what its MPI library needs of the step's PMI.
+    let step = slurm_mpi::for_step(&std::env::vars().collect(), |p| p.is_dir());
+    env.extend(step.env);
+    volumes.extend(step.binds.into_iter().map(|dir| rootfs_spec::Volume {
+        destination: dir.to_string_lossy().into_owned(),
+        source: dir,
+        read_only: false,
+    }));
     env.extend(rootfs_spec::resolve_env(&args.env, |k| {
         std::env::var(k).ok()
     })?);
@@ -200,6 +209,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     let launch_args = LaunchArgs {
         spec: Some(spec),
         slurm_gpus_by_default: args.gpus.is_none(),
+        preserve_fds: slurm_mpi::preserved_fds(args.preserve_fds, &|k| std::env::var(k).ok()),
         ..launch_args(&args, &id, &rootfs, invoker_gpus.as_ref())
     };
     if args.detach && !args.keep {
