@@ -748,7 +748,8 @@ fn a_squashfs_image_runs_in_place_read_only_or_writable_on_request() {
     );
 }
 
-/// A `run --image` killed with SIGKILL while its container runs leaves
+/// A `run --image` container takes an exec (into its read-only root). A
+/// `run --image` killed with SIGKILL while its container runs leaves
 /// the host no mount (they were in the run's own mount namespace); the
 /// container keeps the image until it is deleted, and then the loop
 /// device clears itself and nothing is left. A file that is no squashfs
@@ -773,6 +774,9 @@ fn a_killed_image_run_leaves_nothing_once_its_container_is_deleted() {
     });
     assert!(running, "the container never ran");
     assert_eq!(loops_backed_by(&image).len(), 1);
+    // An exec joins it, though the host does not see its root.
+    let exec = rt.run(["exec", &id, "sh", "-c", "echo x > /x 2>/dev/null; echo $?"]);
+    assert_eq!((exec.code, exec.stdout.trim()), (0, "1"), "{}", exec.stderr);
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(mounts_mentioning(&image_arg).is_empty());

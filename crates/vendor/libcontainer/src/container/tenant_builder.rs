@@ -271,8 +271,12 @@ impl TenantContainerBuilder {
 
         let notify_path = Self::setup_notify_listener(&container_dir)?;
         // convert path of root file system of the container to absolute path
-        let rootfs = fs::canonicalize(spec.root().as_ref().ok_or(MissingSpecError::Root)?.path())
-            .map_err(LibcontainerError::OtherIO)?;
+        let root = spec.root().as_ref().ok_or(MissingSpecError::Root)?.path();
+        let rootfs = if Self::root_out_of_sight(&spec) {
+            root.clone()
+        } else {
+            fs::canonicalize(root).map_err(LibcontainerError::OtherIO)?
+        };
 
         // if socket file path is given in commandline options,
         // get file descriptors of console socket
@@ -377,8 +381,22 @@ impl TenantContainerBuilder {
 
         Self::validate_spec(&spec)?;
 
-        spec.canonicalize_rootfs(container.bundle())?;
+        // gpurun patch: a root the runtime's mount namespace does not see
+        // (`run --image`'s, mounted in that run's own namespace) stays as
+        // the create recorded it, absolute: an exec joins the container's
+        // mount namespace and never resolves it.
+        if !Self::root_out_of_sight(&spec) {
+            spec.canonicalize_rootfs(container.bundle())?;
+        }
         Ok(spec)
+    }
+
+    /// gpurun patch: the recorded root is absolute and not in this mount
+    /// namespace.
+    fn root_out_of_sight(spec: &Spec) -> bool {
+        spec.root()
+            .as_ref()
+            .is_some_and(|r| r.path().is_absolute() && !r.path().exists())
     }
 
     fn validate_spec(spec: &Spec) -> Result<(), LibcontainerError> {
