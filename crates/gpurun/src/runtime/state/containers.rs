@@ -530,3 +530,116 @@ pub fn delete(container: &mut Container, force: bool) -> Result<(), Libcontainer
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state root of the test's own.
+    fn root(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("containers-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_create_is_live_while_its_lock_is_held_by_a_live_holder() {
+        let root = root("live");
+        let dir = creating_dir(&root, "c1");
+        std::fs::create_dir(&dir).unwrap();
+        let lock = lock_creator(&dir).unwrap();
+        assert!(create_is_live(&dir));
+        drop(lock);
+        assert!(!create_is_live(&dir), "a free lock is a finished create");
+        // A held lock whose named holder is gone (its children inherited
+        // it): the create is dead all the same.
+        let lock = lock_creator(&dir).unwrap();
+        std::fs::write(dir.join(CREATOR_LOCK), "1 1").unwrap();
+        assert!(!create_is_live(&dir));
+        drop(lock);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_dead_create_s_recorded_processes_are_killed_and_only_they() {
+        let root = root("dead");
+        let dir = creating_dir(&root, "c2");
+        std::fs::create_dir(&dir).unwrap();
+        let mut ours = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let mut reused = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let (a, b) = (ours.id() as i32, reused.id() as i32);
+        let start = start_time(a).unwrap();
+        // The second names its pid with another start time: a pid reused
+        // since by a process that is not ours.
+        let wrong = start_time(b).unwrap() + 1;
+        std::fs::write(dir.join(PID_RECORD), format!("{a} {start}\n{b} {wrong}\n")).unwrap();
+        end_create("c2", &dir, None, true);
+        assert!(
+            ours.wait().unwrap().code().is_none(),
+            "the recorded init was killed"
+        );
+        assert!(
+            reused.try_wait().unwrap().is_none(),
+            "a reused pid was signalled"
+        );
+        reused.kill().unwrap();
+        reused.wait().unwrap();
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn a_forced_delete_holds_the_id_and_waits_out_a_live_create() {
+        let root = root("hold");
+        std::fs::create_dir(state_dir(&root, "c3")).unwrap();
+        let held = hold_id(&root, "c3").unwrap();
+        assert!(create_is_live(&creating_dir(&root, "c3")));
+        // A create of the id cannot begin: its working directory is taken.
+        assert!(std::fs::create_dir(creating_dir(&root, "c3")).is_err());
+        drop(held);
+        assert!(!creating_dir(&root, "c3").exists());
+        // A directory a killed create left (no lock, long made) is taken over.
+        let left = creating_dir(&root, "c3");
+        std::fs::create_dir(&left).unwrap();
+        let old = libc::timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        let path = std::ffi::CString::new(left.to_str().unwrap()).unwrap();
+        // SAFETY: utimensat on a path we made, with two valid timespecs.
+        assert_eq!(
+            unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), [old, old].as_ptr(), 0) },
+            0
+        );
+        let held = hold_id(&root, "c3").unwrap();
+        drop(held);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn an_exec_waiting_on_a_delete_finds_the_container_gone() {
+        let root = root("gate");
+        std::fs::create_dir(state_dir(&root, "c4")).unwrap();
+        let exec = lock_for_exec(&root, "c4").expect("no delete: the exec goes in");
+        drop(exec);
+        let delete = lock_for_delete(&root, "c4").unwrap();
+        let waiting = {
+            let root = root.clone();
+            std::thread::spawn(move || lock_for_exec(&root, "c4").is_some())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::remove_dir_all(state_dir(&root, "c4")).unwrap();
+        drop(delete);
+        assert!(
+            !waiting.join().unwrap(),
+            "an exec went on into a deleted container"
+        );
+        std::fs::remove_dir_all(root).unwrap();
+    }
+}
