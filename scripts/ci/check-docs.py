@@ -8,7 +8,9 @@ docs/..., examples/..., integration/..., crates/..., .ci/...) or links to
 one (a relative Markdown link, from the page's folder), or a test
 (`tests/FILE.rs::NAME`, `FILE.rs::NAME`) that its file does not define; or
 when a page gives a value other than the one the project has settled for a
-fact it names (the CDI spec's path). CHANGELOG.md is history, and left out.
+fact it names (the CDI spec's path), or a value other than the code's
+for a fact the code settles (the Rust and glibc floors, the minimum
+kernel, exec's exit status). CHANGELOG.md is history, and left out.
     python3 scripts/ci/check-docs.py
 """
 import pathlib
@@ -30,6 +32,31 @@ TEST = re.compile(r"(?<![\w/])((?:tests/)?[\w/]+\.rs)::(\w+)")
 FACTS = [
     (re.compile(r"/(?:etc|var/run)/cdi/nvidia\.json"),
      "the CDI spec gpurun's unit writes is /var/run/cdi/nvidia.yaml"),
+]
+
+
+def source_value(path, pattern):
+    """The value a fact has in the code (group 1 of `pattern` in `path`)."""
+    match = re.search(pattern, (ROOT / path).read_text())
+    if not match:
+        sys.exit(f"check-docs: {path} no longer says {pattern!r}: update check-docs.py")
+    return match.group(1)
+
+
+# Facts the code settles, each as (how a page states it, the code's value,
+# where the code says it): a page that states another value is wrong.
+SETTLED = [
+    (re.compile(r"Rust (\d+\.\d+)\+"),
+     source_value("Cargo.toml", r'rust-version = "([\d.]+)"'), "Cargo.toml's rust-version"),
+    (re.compile(r"glibc (\d+\.\d+) and newer"),
+     source_value("scripts/release-build.sh", r"\nglibc=([\d.]+)"), "scripts/release-build.sh's glibc"),
+    (re.compile(r"[Mm]inimum kernel:? (\d+\.\d+)|on Linux (\d+\.\d+) or later"),
+     ".".join(re.search(r"release_at_least\(release, \((\d+), (\d+)\)\)",
+                        (ROOT / "crates/gpurun/src/runtime/spec/validate.rs").read_text()).groups()),
+     "the kernel check in crates/gpurun/src/runtime/spec/validate.rs"),
+    (re.compile(r"exec`?'s own errors (?:are )?(\d+)"),
+     source_value("crates/gpurun/src/commands/generate_docs.rs", r"exec's own errors are (\d+)"),
+     "exec's exit status in the man pages (generate_docs.rs)"),
 ]
 
 
@@ -55,6 +82,7 @@ def test_exists(file, name):
 
 def main():
     problems = []
+    settled_seen = set()
     for page in PAGES:
         rel = page.relative_to(ROOT)
         for number, line in enumerate(page.read_text().splitlines(), 1):
@@ -72,6 +100,17 @@ def main():
             for pattern, fix in FACTS:
                 if pattern.search(line):
                     problems.append(f"{rel}:{number}: {pattern.search(line).group(0)}: {fix}")
+            for pattern, value, where in SETTLED:
+                for match in pattern.finditer(line):
+                    stated = next(g for g in match.groups() if g)
+                    if stated != value:
+                        problems.append(f"{rel}:{number}: {match.group(0)}: {where} says {value}")
+                    else:
+                        settled_seen.add(where)
+    # Each settled fact is stated somewhere, or its pattern is stale.
+    for _, value, where in SETTLED:
+        if where not in settled_seen:
+            problems.append(f"no page states {where} ({value}) as the pattern reads it: update check-docs.py")
     for problem in problems:
         print(f"check-docs: {problem}", file=sys.stderr)
     print(f"check-docs: {len(PAGES)} pages, {len(problems)} problems")
