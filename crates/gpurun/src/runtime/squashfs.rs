@@ -238,7 +238,13 @@ fn mount_squashfs(image: &ImageFile) -> Result<OwnedFd> {
 /// A free loop device set to `image`, read-only, autoclear: open, and its
 /// path. Another process may take the free device first: then again.
 fn attach_loop(image: &ImageFile) -> Result<(File, PathBuf)> {
-    let control = File::open("/dev/loop-control").context("open /dev/loop-control")?;
+    let control = File::open("/dev/loop-control").map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow::anyhow!("this kernel has no loop devices (/dev/loop-control): load the loop module (modprobe loop)")
+        } else {
+            anyhow::Error::from(e).context("open /dev/loop-control")
+        }
+    })?;
     for _ in 0..16 {
         // SAFETY: an ioctl without argument on our own descriptor.
         let number = check(unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) } as i64)?;
