@@ -684,8 +684,11 @@ fn loops_backed_by(image: &Path) -> Vec<String> {
         .collect()
 }
 
-/// A squashfs image of the glibc rootfs, made with mksquashfs.
+/// A squashfs image of the glibc rootfs, made with mksquashfs. The loop
+/// module is loaded first: a host's udev loads it when /dev/loop-control
+/// is first opened, the test VMs' minimal init does not.
 fn squashfs_image(scratch: &Scratch) -> PathBuf {
+    let _ = Command::new("modprobe").arg("loop").status();
     let bundle = Bundle::glibc(None);
     let image = scratch.path().join("app.sqsh");
     run_cmd(
@@ -825,6 +828,7 @@ fn a_killed_image_run_leaves_nothing_once_its_container_is_deleted() {
 #[test]
 fn import_writes_a_squashfs_image_with_the_images_owners() {
     require_root!();
+    let _ = Command::new("modprobe").arg("loop").status();
     let expected: BTreeMap<String, String> = expected_tree(1000)
         .into_iter()
         .map(|(k, v)| (k, v.replace(" R", " 0:0")))
