@@ -477,6 +477,7 @@ fn rootfs_only_run_flags_beside_a_bundle_are_refused() {
             &["--private-network"],
             "--private-network needs --rootfs DIR",
         ),
+        (&["--writable"], "--writable needs --image FILE"),
     ] {
         let mut args = vec!["run"];
         args.extend_from_slice(flags);

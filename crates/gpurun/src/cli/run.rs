@@ -8,7 +8,6 @@ use gpurun_gpu::flow::InvokerGpus;
 /// `run`: runc's flags, GPU shortcuts, and the HPC form that needs no
 /// config.json: `run --rootfs DIR [-v SRC:DST] [-e K=V] [-w DIR] -- CMD`.
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("adhoc").args(["rootfs", "image"])))]
 pub struct RunArgs {
     /// Path to the bundle directory, containing config.json and root filesystem
     #[arg(short, long, conflicts_with = "rootfs")]
@@ -57,27 +56,22 @@ pub struct RunArgs {
     pub image: Option<PathBuf>,
     /// With --image: a writable layer (tmpfs) over the image, gone with
     /// the container; the image file is never written
-    #[arg(long, requires = "image")]
+    #[arg(long)]
     pub writable: bool,
     /// With --rootfs or --image: bind SRC on the host at DST in the container (:ro for read-only)
-    #[arg(
-        short = 'v',
-        long = "volume",
-        value_name = "SRC:DST[:ro]",
-        requires = "adhoc"
-    )]
+    #[arg(short = 'v', long = "volume", value_name = "SRC:DST[:ro]")]
     pub volumes: Vec<String>,
     /// With --rootfs or --image: set K=V in the container's environment (K alone copies ours)
-    #[arg(short = 'e', long = "env", value_name = "K=V", requires = "adhoc")]
+    #[arg(short = 'e', long = "env", value_name = "K=V")]
     pub env: Vec<String>,
     /// With --rootfs or --image: the working directory inside the container
-    #[arg(short = 'w', long = "workdir", value_name = "DIR", requires = "adhoc")]
+    #[arg(short = 'w', long = "workdir", value_name = "DIR")]
     pub workdir: Option<String>,
     /// With --rootfs or --image: keep your uid and gid inside instead of becoming root
-    #[arg(long, requires = "adhoc")]
+    #[arg(long)]
     pub keep_uid: bool,
     /// With --rootfs or --image: a private network namespace instead of the host's
-    #[arg(long, requires = "adhoc")]
+    #[arg(long)]
     pub private_network: bool,
 
     /// The container id (made up with --rootfs when left out)

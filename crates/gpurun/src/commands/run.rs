@@ -18,6 +18,9 @@ use gpurun_gpu::flow::InvokerGpus;
 use gpurun_image::defaults::ImageDefaults;
 
 pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
+    if args.writable && args.image.is_none() {
+        anyhow::bail!("--writable needs --image FILE: it lays a writable layer over an image file");
+    }
     if args.image.is_some() {
         return run_image(ctx, args, protection);
     }
