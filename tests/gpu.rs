@@ -715,6 +715,7 @@ fn run_with_config_flags(
         flags,
         config: Some(&config_file),
         log: Some(&log),
+        ..BundleRun::default()
     };
     let out = GpuFixtures::get().run_bundle(&rt, &bundle, &how);
     (out, fs::read_to_string(&log).unwrap_or_default())
@@ -1471,16 +1472,7 @@ fn both_mps_forms_reach_their_allocations_pipe_and_shm() {
                         "source": claim.join(dir), "options": ["rbind", "rw"]}));
                 }
             });
-            let config_file = bundle.dir.join("gpurun.toml");
-            fs::write(&config_file, config).unwrap();
-            let rt = Runtime::new();
-            let dir = bundle.dir.to_string_lossy().into_owned();
-            let mut args = flags.clone();
-            args.extend(["run", "--bundle", &dir, &unique("mps")].map(String::from));
-            let mut cmd = rt.command(&args);
-            cmd.env("GPURUN_CONFIG", &config_file);
-            let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
-            assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+            let out = run_on_host(&flags, &bundle, Some(config));
             assert_eq!(
                 lines(&out),
                 [form, "shm"],
@@ -1489,6 +1481,22 @@ fn both_mps_forms_reach_their_allocations_pipe_and_shm() {
             );
         }
     }
+}
+
+/// `run` of `bundle` as root over the host `flags` name (a driver root of
+/// the test's own), with `config` as gpurun's config file where given;
+/// asserts nothing was left.
+fn run_on_host(flags: &[String], bundle: &Bundle, config: Option<&str>) -> Ran {
+    let config_file = bundle.dir.join("gpurun.toml");
+    if let Some(config) = config {
+        fs::write(&config_file, config).unwrap();
+    }
+    let how = BundleRun {
+        host: Some(flags),
+        config: config.map(|_| config_file.as_path()),
+        ..BundleRun::default()
+    };
+    GpuFixtures::get().run_bundle(&Runtime::new(), bundle, &how)
 }
 
 /// The OpenCL ICD loader's vendor file, which toolkit 1.19 mounts: on a
@@ -1518,12 +1526,7 @@ fn the_opencl_icd_comes_with_compute() {
                 &format!("NVIDIA_DRIVER_CAPABILITIES={caps}"),
             ],
         );
-        let rt = Runtime::new();
-        let dir = bundle.dir.to_string_lossy().into_owned();
-        let mut args = flags.clone();
-        args.extend(["run", "--bundle", &dir, &unique("opencl")].map(String::from));
-        let out = rt.run(&args);
-        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+        let out = run_on_host(&flags, &bundle, None);
         assert_eq!(lines(&out), want, "{caps}: {}", out.stderr);
     }
 }
@@ -1548,16 +1551,7 @@ fn a_tenant_on_a_shared_node_gets_no_host_mps_directory() {
         if privileged_pod {
             bundle.edit(privileged);
         }
-        let config_file = bundle.dir.join("gpurun.toml");
-        fs::write(&config_file, config).unwrap();
-        let rt = Runtime::new();
-        let dir = bundle.dir.to_string_lossy().into_owned();
-        let mut args = flags.clone();
-        args.extend(["run", "--bundle", &dir, &unique("mps")].map(String::from));
-        let mut cmd = rt.command(&args);
-        cmd.env("GPURUN_CONFIG", &config_file);
-        let out = run_cmd(&mut cmd, std::time::Duration::from_secs(120));
-        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+        let out = run_on_host(&flags, &bundle, Some(config));
         assert_eq!(
             out.stdout.trim(),
             want,

@@ -58,7 +58,7 @@ impl GpuFixtures {
     }
 
     /// `gpurun run [FLAGS] --bundle DIR ID` of `bundle` by `rt` over the
-    /// fake host, with `config` as gpurun's config file (GPURUN_CONFIG)
+    /// fake host (or the host flags `host` names), with `config` as gpurun's config file (GPURUN_CONFIG)
     /// where given and `--log`/`--log-format json` before `run` where `log`
     /// is (as containerd's shim has it); asserts nothing was left behind.
     pub fn run_bundle(&self, rt: &Runtime, bundle: &Bundle, how: &BundleRun) -> Ran {
@@ -72,7 +72,9 @@ impl GpuFixtures {
         args.push("run");
         args.extend_from_slice(how.flags);
         args.extend(["--bundle", &dir, &id]);
-        let mut cmd = rt.command(self.args(&args));
+        let mut all = how.host.map_or_else(|| self.flags(), <[String]>::to_vec);
+        all.extend(args.iter().map(|a| a.to_string()));
+        let mut cmd = rt.command(all);
         if let Some(config) = how.config {
             cmd.env("GPURUN_CONFIG", config);
         }
@@ -192,10 +194,11 @@ pub fn cdi_device_names(spec: &serde_json::Value) -> Vec<&str> {
 }
 
 /// How `GpuFixtures::run_bundle` runs a bundle: flags after `run`, a config
-/// file, a JSON log.
+/// file, a JSON log, the global flags of a host other than the fixture's.
 #[derive(Default)]
 pub struct BundleRun<'a> {
     pub flags: &'a [&'a str],
+    pub host: Option<&'a [String]>,
     pub config: Option<&'a Path>,
     pub log: Option<&'a Path>,
 }
