@@ -152,19 +152,14 @@ fn import_squashfs(image: &str, output: &Path, report: &mut dyn FnMut(ImportEven
 fn keep_config_inside(work: &Path) -> Result<()> {
     let config = fs::read(work.join(IMAGE_CONFIG))?;
     let rootfs = work.join("rootfs");
-    let write = move || -> Result<Stats> {
+    let write = move || -> Result<()> {
         let root = Rootfs::open(&rootfs)?;
         let inside = Path::new(crate::runtime::squashfs::IMAGE_CONFIG_INSIDE);
         root.create_dir_all_in(inside.parent().unwrap_or(Path::new("/")), 0o755)?;
         root.write_in(inside, &config, 0o644)?;
-        Ok(Stats::default())
+        Ok(())
     };
-    if nix::unistd::geteuid().is_root() {
-        write()?;
-    } else {
-        gpurun_image::in_user_namespace(|pid| UserIds::current().map_as_root(pid), write)?;
-    }
-    Ok(())
+    as_image_owner(write)
 }
 
 /// `name`'s absolute path in the invoker's PATH (the program then runs
@@ -181,7 +176,7 @@ fn program_on_path(name: &str) -> Option<PathBuf> {
 /// mksquashfs of `rootfs` into `output`, with a clean environment, from
 /// `/`; in the import's user namespace for a non-root user.
 fn pack(mksquashfs: &Path, rootfs: &Path, output: &Path) -> Result<()> {
-    let run = || -> Result<Stats> {
+    let run = || -> Result<()> {
         let out = std::process::Command::new(mksquashfs)
             .arg(rootfs)
             .arg(output)
@@ -197,14 +192,23 @@ fn pack(mksquashfs: &Path, rootfs: &Path, output: &Path) -> Result<()> {
             let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
             bail!("mksquashfs {}: {last}", output.display());
         }
-        Ok(Stats::default())
+        Ok(())
     };
+    as_image_owner(run)
+}
+
+/// `work` with the ids that own an import's files: as it is for root; for
+/// a user, inside the import's user namespace (the user as root, the
+/// subordinate ids after), where files of other owners in the image can
+/// be written, read and removed.
+fn as_image_owner<T: serde::Serialize + serde::de::DeserializeOwned>(
+    work: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     if nix::unistd::geteuid().is_root() {
-        run()?;
+        work()
     } else {
-        gpurun_image::in_user_namespace(|pid| UserIds::current().map_as_root(pid), run)?;
+        gpurun_image::in_user_namespace(|pid| UserIds::current().map_as_root(pid), work)
     }
-    Ok(())
 }
 
 fn import_into(
@@ -367,23 +371,11 @@ pub fn remove(dir: &Path) -> Result<()> {
             dir.display()
         );
     }
-    let dir = dir.to_path_buf();
-    if nix::unistd::geteuid().is_root() {
-        remove_tree(&dir)?;
-    } else {
-        gpurun_image::in_user_namespace(
-            |pid| UserIds::current().map_as_root(pid),
-            || {
-                remove_tree(&dir).with_context(|| format!("remove {}", dir.display()))?;
-                Ok(Stats::default())
-            },
-        )?;
-    }
-    Ok(())
+    as_image_owner(|| remove_tree(dir).with_context(|| format!("remove {}", dir.display())))
 }
 
 /// Removes what an import wrote, read-only directories included.
-fn remove_tree(dir: &PathBuf) -> std::io::Result<()> {
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     fn writable(dir: &Path) {
         if let Ok(m) = fs::symlink_metadata(dir) {
