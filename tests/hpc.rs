@@ -670,6 +670,10 @@ fn gpu_plan_inside_a_slurm_job_is_what_the_container_gets() {
     );
 }
 
+/// A shell line printing the file system type of the container's root
+/// (the field after mountinfo's "-" on its "/" line).
+const ROOT_FS_TYPE: &str = "awk '$5 == \"/\" {for (i = 7; i < NF; i++) if ($i == \"-\") t = $(i + 1)} END {print t}' /proc/self/mountinfo";
+
 /// The loop devices whose backing file is `image`.
 fn loops_backed_by(image: &Path) -> Vec<String> {
     let wanted = image.to_string_lossy().into_owned();
@@ -715,11 +719,10 @@ fn a_squashfs_image_runs_in_place_read_only_or_writable_on_request() {
     let image = squashfs_image(&scratch);
     let before = fs::read(&image).unwrap();
     let image_arg = image.to_string_lossy().into_owned();
-    let probe =
-        "awk '$5 == \"/\" {for (i = 7; i < NF; i++) if ($i == \"-\") t = $(i + 1)} END {print t}' \
-                 /proc/self/mountinfo; \
-                 echo x > /probe 2>/dev/null; echo write=$?; \
-                 nvidia-smi >/dev/null 2>&1; echo smi=$?";
+    let probe = format!(
+        "{ROOT_FS_TYPE}; echo x > /probe 2>/dev/null; echo write=$?; \
+         nvidia-smi >/dev/null 2>&1; echo smi=$?"
+    );
     for (flags, root_fs, write) in [
         (&[][..], "squashfs", "write=1"),
         (&["--writable"][..], "overlay", "write=0"),
@@ -727,7 +730,7 @@ fn a_squashfs_image_runs_in_place_read_only_or_writable_on_request() {
         let rt = Runtime::new();
         let mut args = vec!["run", "--image", &image_arg, "--gpus", "0"];
         args.extend_from_slice(flags);
-        args.extend(["--", "sh", "-c", probe]);
+        args.extend(["--", "sh", "-c", &probe]);
         let out = rt.run(GpuFixtures::get().args(&args));
         assert_eq!(out.code, 0, "{flags:?}: {}", out.stderr);
         assert_eq!(
@@ -931,10 +934,8 @@ fn a_sif_files_system_partition_runs_in_place() {
         "1",
     ]);
     let rt = Runtime::new();
-    let probe =
-        "awk '$5 == \"/\" {for (i = 7; i < NF; i++) if ($i == \"-\") t = $(i + 1)} END {print t}' \
-                 /proc/self/mountinfo; cat /etc/passwd | head -1";
-    let out = rt.run(["run", "--image", sif_arg, "--", "sh", "-c", probe]);
+    let probe = format!("{ROOT_FS_TYPE}; cat /etc/passwd | head -1");
+    let out = rt.run(["run", "--image", sif_arg, "--", "sh", "-c", &probe]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let root_line = fs::read_to_string(Bundle::glibc(None).rootfs().join("etc/passwd")).unwrap();
     assert_eq!(
