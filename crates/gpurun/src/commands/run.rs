@@ -130,10 +130,7 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
         );
     }
     let image = squashfs::open_image(&path)?;
-    let id = args
-        .container_id
-        .clone()
-        .unwrap_or_else(|| format!("gpurun-{}", std::process::id()));
+    let id = adhoc_id(&args);
     containers::validate_id(&id)?;
     // Protected before anything is mounted: a re-exec after the mounts
     // would start the command over and mount again.
@@ -147,6 +144,14 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     let code = run_rootfs(ctx, args, Protection::Done);
     drop(mounted);
     code
+}
+
+/// The id of a `--rootfs` or `--image` run: the one given, else one made
+/// up from this process's pid.
+fn adhoc_id(args: &RunArgs) -> String {
+    args.container_id
+        .clone()
+        .unwrap_or_else(|| format!("gpurun-{}", std::process::id()))
 }
 
 /// `run --rootfs DIR -- CMD`: no config.json; the spec is made here.
@@ -204,10 +209,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
         host_files: &host_files,
     })?;
     stub_policy::protect_run(protection, Some(&spec))?;
-    let id = args
-        .container_id
-        .clone()
-        .unwrap_or_else(|| format!("gpurun-{}", std::process::id()));
+    let id = adhoc_id(&args);
     let invoker_gpus = args.invoker_gpus();
     let launch_args = LaunchArgs {
         spec: Some(spec),
