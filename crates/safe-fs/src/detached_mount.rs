@@ -18,6 +18,26 @@ pub struct FsOption<'a> {
     pub required: bool,
 }
 
+impl<'a> FsOption<'a> {
+    /// An option whose failure fails the mount.
+    pub fn required(key: &'a CStr, value: &'a CStr) -> Self {
+        FsOption {
+            key,
+            value,
+            required: true,
+        }
+    }
+
+    /// An option an older kernel may not know: skipped if it fails.
+    pub fn optional(key: &'a CStr, value: &'a CStr) -> Self {
+        FsOption {
+            key,
+            value,
+            required: false,
+        }
+    }
+}
+
 /// Mounts a `fstype` with `options` and the `MOUNT_ATTR_*` `attributes`,
 /// and returns the mount's root, close-on-exec.
 pub fn detached_mount(fstype: &CStr, options: &[FsOption], attributes: u64) -> io::Result<OwnedFd> {

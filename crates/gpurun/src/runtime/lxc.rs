@@ -337,11 +337,7 @@ fn write_device_rules(ctx: &Ctx, spec: &Spec) -> Result<()> {
 fn detached_tmpfs() -> std::io::Result<OwnedFd> {
     detached_mount(
         c"tmpfs",
-        &[FsOption {
-            key: c"mode",
-            value: c"0755",
-            required: true,
-        }],
+        &[FsOption::required(c"mode", c"0755")],
         libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
     )
 }

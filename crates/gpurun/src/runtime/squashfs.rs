@@ -164,7 +164,7 @@ pub fn mount(
         rootfs: holder.join("image"),
         holder,
     };
-    let tmpfs = detached_mount(c"tmpfs", &[option(c"mode", c"0700")], 0)?;
+    let tmpfs = detached_mount(c"tmpfs", &[FsOption::required(c"mode", c"0700")], 0)?;
     attach(&tmpfs, &mounted.holder)?;
     for dir in ["image", "rw", "upper", "work"] {
         fs::create_dir(mounted.holder.join(dir))?;
@@ -179,9 +179,9 @@ pub fn mount(
         let overlay = detached_mount(
             c"overlay",
             &[
-                option(c"lowerdir", &lower),
-                option(c"upperdir", &upper),
-                option(c"workdir", &work),
+                FsOption::required(c"lowerdir", &lower),
+                FsOption::required(c"upperdir", &upper),
+                FsOption::required(c"workdir", &work),
             ],
             0,
         )
@@ -207,14 +207,6 @@ fn copy_image_config(holder: &Path) -> Result<()> {
     }
 }
 
-fn option<'a>(key: &'a std::ffi::CStr, value: &'a std::ffi::CStr) -> FsOption<'a> {
-    FsOption {
-        key,
-        value,
-        required: true,
-    }
-}
-
 fn path_option(path: &Path) -> Result<CString> {
     use std::os::unix::ffi::OsStrExt;
     Ok(CString::new(path.as_os_str().as_bytes())?)
@@ -229,7 +221,10 @@ fn mount_squashfs(image: &ImageFile) -> Result<OwnedFd> {
     let source = path_option(&device)?;
     detached_mount(
         c"squashfs",
-        &[option(c"source", &source), option(c"ro", c"")],
+        &[
+            FsOption::required(c"source", &source),
+            FsOption::required(c"ro", c""),
+        ],
         libc::MOUNT_ATTR_RDONLY,
     )
     .with_context(|| format!("mount the image (squashfs on {})", device.display()))

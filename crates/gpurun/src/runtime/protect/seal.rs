@@ -114,17 +114,9 @@ fn through_private_overlay(exe: &Path) -> io::Result<OwnedFd> {
     let mnt = detached_mount(
         c"overlay",
         &[
-            FsOption {
-                key: c"lowerdir",
-                value: &lower,
-                required: true,
-            },
+            FsOption::required(c"lowerdir", &lower),
             // Only to keep xino's notes out of dmesg; older kernels may refuse.
-            FsOption {
-                key: c"xino",
-                value: c"off",
-                required: false,
-            },
+            FsOption::optional(c"xino", c"off"),
         ],
         libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOSUID,
     )?;
