@@ -37,7 +37,8 @@ fn main() {
     }
     let mut argv = std::env::args_os();
     let program = argv.next().unwrap_or_else(|| "gpurun".into());
-    let cli = cli::lean::parse(program, argv.collect());
+    let mut cli = cli::lean::parse(program, argv.collect());
+    keep_pmi_socket(&mut cli.command);
     let (preserved, process_fd) = kept_fds(&cli.command);
     inherited_fds::close_on_exec(preserved, process_fd);
     let traits = cli.command.traits();
@@ -117,6 +118,18 @@ fn refuse_to_run_as_a_hook() {
     }
 }
 
+/// In a Slurm step, a `run --rootfs` or `--image` (an MPI job's task)
+/// preserves PMI-2's socket (`PMI_FD`) for the container, as if asked
+/// with `--preserve-fds`: kept here and handed to the container by the
+/// launch alike.
+fn keep_pmi_socket(command: &mut cli::Command) {
+    if let cli::Command::Run(a) = command {
+        if a.rootfs.is_some() || a.image.is_some() {
+            a.preserve_fds = slurm_mpi::preserved_fds(a.preserve_fds, &|k| std::env::var(k).ok());
+        }
+    }
+}
+
 /// What the command keeps of the descriptors it was given: its
 /// `--preserve-fds`, and `exec --process /dev/fd/N`'s N (the caller hands
 /// the process.json over as a descriptor, which must survive the re-exec to
@@ -124,11 +137,6 @@ fn refuse_to_run_as_a_hook() {
 fn kept_fds(command: &cli::Command) -> (i32, Option<u32>) {
     match command {
         cli::Command::Create(a) => (a.preserve_fds, None),
-        // In a Slurm step, PMI-2's socket too (`run --rootfs`'s MPI jobs).
-        cli::Command::Run(a) if a.rootfs.is_some() || a.image.is_some() => (
-            slurm_mpi::preserved_fds(a.preserve_fds, &|k| std::env::var(k).ok()),
-            None,
-        ),
         cli::Command::Run(a) => (a.preserve_fds, None),
         cli::Command::Exec(a) => (
             a.preserve_fds,

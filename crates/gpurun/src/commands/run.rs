@@ -214,7 +214,6 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     let launch_args = LaunchArgs {
         spec: Some(spec),
         slurm_gpus_by_default: args.gpus.is_none(),
-        preserve_fds: slurm_mpi::preserved_fds(args.preserve_fds, &|k| std::env::var(k).ok()),
         ..launch_args(&args, &id, &rootfs, invoker_gpus.as_ref())
     };
     if args.detach && !args.keep {
