@@ -55,8 +55,8 @@ SETTLED = [
                         (ROOT / "crates/gpurun/src/runtime/spec/validate.rs").read_text()).groups()),
      "the kernel check in crates/gpurun/src/runtime/spec/validate.rs"),
     (re.compile(r"exec`?'s own errors (?:are )?(\d+)"),
-     source_value("crates/gpurun/src/commands/generate_docs.rs", r"exec's own errors are (\d+)"),
-     "exec's exit status in the man pages (generate_docs.rs)"),
+     source_value("crates/gpurun/src/commands/generate_docs/pages.rs", r"exec's own errors are (\d+)"),
+     "exec's exit status in the man pages (generate_docs/pages.rs)"),
 ]
 
 

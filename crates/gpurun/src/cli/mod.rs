@@ -42,7 +42,7 @@ const CONSOLE_SOCKET_HELP: &str =
     "A unix socket that receives the pseudoterminal's master end (process.terminal: true)";
 
 /// The help heading of the flags every command takes.
-const GLOBAL: &str = "Global flags";
+pub const GLOBAL: &str = "Global flags";
 
 /// Flags valid for every command, in runc's spelling.
 #[derive(Args, Debug, Clone, Default)]
