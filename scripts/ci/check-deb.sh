@@ -14,6 +14,12 @@ mkdir -p "$cache"
 deb=$(GPURUN_PACKAGE_BINARY="$binary" sh scripts/package-deb.sh)
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "check-deb: Depends: $depends"
+# The manual the example config and gpurun's messages point at is shipped.
+contents=$(dpkg-deb -c "$deb")
+for page in usr/share/doc/gpurun/docs/config.md usr/share/doc/gpurun/SECURITY.md; do
+  echo "$contents" | grep -q " \./$page\$" \
+    || { echo "check-deb: error: the package lacks /$page, which its docs name" >&2; exit 1; }
+done
 # The glibc the binary needs: its newest GLIBC_2.x version, and 2.36 for
 # packed relative relocations (GLIBC_ABI_DT_RELR, a version without a
 # symbol). The Depends line must ask for at least that.

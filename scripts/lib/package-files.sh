@@ -32,6 +32,12 @@ stage_package_files() {
   install -D -m 0644 README.md "$doc/README.md"
   install -D -m 0644 CHANGELOG.md "$doc/CHANGELOG.md"
   install -D -m 0644 examples/config.toml "$doc/examples/config.toml"
+  # The user's manual, at the paths README.md and the errors name
+  # (docs/config.md); the contributors' pages (docs/dev/) stay in the source.
+  install -D -m 0644 SECURITY.md "$doc/SECURITY.md"
+  for page in docs/*.md; do
+    install -D -m 0644 "$page" "$doc/$page"
+  done
   stage_cdi_refresh_units "$dir/usr/lib/systemd/system"
 }
 
