@@ -29,6 +29,8 @@ make_work() { # DIR
   # Mount points made for injected files stay in a writable rootfs (as
   # with runc), so the no-GPU check gets a rootfs no GPU container has used.
   cp -a "$1/rootfs" "$1/rootfs-plain"
+  # Open MPI and a program that MPI_Allreduces, for the two-task MPI job.
+  sh scripts/fixtures/mpi-rootfs.sh "$1/rootfs-mpi"
 }
 # --fixtures DIR: only those, for a guest that runs this suite among others
 # (integration/systemd.sh's bookworm guest).
@@ -208,6 +210,15 @@ check "root: srun --mpi=pmi2: the step's variables and PMI-2's socket reach the 
 probe='echo "${PMIX_RANK:+rank}$([ -n "$PMIX_SERVER_TMPDIR" ] && [ -d "$PMIX_SERVER_TMPDIR" ] && echo " server-dir")"'
 out=$(srun --quiet --mpi=pmix "$gpurun" $roots run --rootfs "$work/rootfs-plain" -- sh -c "$probe" 2>&1)
 check "root: srun --mpi=pmix: PMIx's variables and server directory reach the container" "rank server-dir" "$out"
+# An MPI job across two tasks in two containers: Open MPI finds the step's
+# PMIx server, so the ranks find each other and each prints the sum
+# 1+2. TCP between them: each container has its own /dev/shm, and Open
+# MPI leaves the loopback out unless told.
+out=$(srun --quiet -n 2 --mpi=pmix "$gpurun" $roots run --rootfs "$work/rootfs-mpi" \
+  -e OMPI_MCA_btl=self,tcp -e OMPI_MCA_btl_tcp_if_include=lo -- /usr/local/bin/mpi_allreduce 2>&1 | sort)
+check "root: srun -n 2 --mpi=pmix: MPI_Allreduce across two containers gives 3 on each rank" \
+  "rank 0 of 2: sum 3
+rank 1 of 2: sum 3" "$out"
 
 # --- srun --container: Slurm's own OCI support, with gpurun as its runtime ---
 # oci.conf beside slurm.conf, from gpurun's driver locations.
