@@ -14,7 +14,7 @@ packages="build-essential pkg-config libseccomp-dev libelf-dev zlib1g-dev \
   containerd docker.io podman conmon fuse-overlayfs slirp4netns \
   docker-registry apache2-utils openssl curl docker-compose lxc procps util-linux \
   mmdebstrap lintian dpkg-dev binutils patchelf file \
-  binutils-aarch64-linux-gnu rpm rpmlint qemu-user-static binfmt-support musl-tools squashfs-tools siftool libpmix-dev libopenmpi-dev"
+  binutils-aarch64-linux-gnu rpm rpmlint qemu-user-static binfmt-support musl-tools squashfs-tools siftool squashfuse fuse-overlayfs libpmix-dev libopenmpi-dev"
 [ "${1:-}" = --build ] && packages=$build
 missing=""
 for p in $packages; do

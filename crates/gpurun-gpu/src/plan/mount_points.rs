@@ -75,6 +75,14 @@ pub fn is_container_layer(rootfs: &Path) -> bool {
     if magic != OVERLAYFS_SUPER_MAGIC && magic != FUSE_SUPER_MAGIC {
         return false;
     }
+    // A read-only FUSE mount is an image served in place (squashfuse under
+    // a user's `run --image`), not a layer of the container's own.
+    // SAFETY: statvfs fills the zeroed struct; the path is NUL-terminated.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut vfs) } != 0 || vfs.f_flag & libc::ST_RDONLY != 0
+    {
+        return false;
+    }
     let parent = rootfs.parent().unwrap_or(Path::new("/"));
     match (mount_id(rootfs), mount_id(parent)) {
         (Some(a), Some(b)) => a != b,

@@ -67,8 +67,8 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
     Ok(())
 }
 
-/// `run --image`'s empty mount-point directory, left by a `run` that was
-/// killed (its mounts went with its mount namespace).
+/// What a killed `run --image` left: root's empty mount-point directory
+/// (its mounts went with its mount namespace), a user's FUSE mounts.
 fn remove_image_holder(root: &std::path::Path, id: &str) {
-    let _ = fs::remove_dir(crate::runtime::squashfs::holder_dir(root, id));
+    crate::runtime::squashfs::release(root, id);
 }

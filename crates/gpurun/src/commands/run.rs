@@ -118,17 +118,11 @@ fn rootfs_only_flag(args: &RunArgs) -> Option<(&'static str, &'static str)> {
 }
 
 /// `run --image FILE.sqsh -- CMD`: the image mounted in place, read-only
-/// (a tmpfs layer over it with --writable), then run as `--rootfs` runs a
-/// directory. The mounts are this run's and the container's alone.
+/// (a layer over it with --writable), then run as `--rootfs` runs a
+/// directory. Root's mounts are this run's and the container's alone; a
+/// user's are FUSE mounts of the user's own.
 fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32> {
     let path = args.image.take().expect("checked by the caller");
-    if !nix::unistd::geteuid().is_root() {
-        anyhow::bail!(
-            "--image {} as a non-root user: gpurun mounts a squashfs image through a loop device, as root only; unpack it (unsquashfs -d DIR {}) and run --rootfs DIR",
-            path.display(),
-            path.display()
-        );
-    }
     let image = squashfs::open_image(&path)?;
     let id = adhoc_id(&args);
     containers::validate_id(&id)?;
@@ -137,7 +131,11 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     if protection == Protection::ChosenByRun {
         seal::ensure_sealed()?;
     }
-    let mounted = squashfs::mount(&image, &ctx.root, &id, args.writable)?;
+    let mounted = if nix::unistd::geteuid().is_root() {
+        squashfs::mount(&image, &ctx.root, &id, args.writable)?
+    } else {
+        squashfs::mount_for_user(&image, &ctx.root, &id, args.writable)?
+    };
     drop(image);
     args.container_id = Some(id);
     args.rootfs = Some(mounted.rootfs.clone());

@@ -9,6 +9,8 @@
 //! process that holds them (this `run`, then the container, whose mount
 //! namespace is a copy) ends, after a `kill -9` of gpurun too. The loop
 //! device is set to clear itself when its mount goes (`LO_FLAGS_AUTOCLEAR`).
+//!
+//! A user's image is mounted through FUSE instead (`fuse`).
 
 use std::ffi::CString;
 use std::fs::{self, File};
@@ -20,6 +22,8 @@ use anyhow::{bail, Context, Result};
 use gpurun_image::sif;
 use safe_fs::detached_mount::{detached_mount, FsOption};
 use safe_fs::syscall_result as check;
+
+mod fuse;
 
 /// Where `import -o FILE.sqsh` keeps the image's config inside the image.
 pub const IMAGE_CONFIG_INSIDE: &str = "/.gpurun/image-config.json";
@@ -62,18 +66,92 @@ struct LoopConfig {
 }
 
 /// An image mounted for one container: the root to give it, and the
-/// directory under the state root that holds the mounts in this `run`'s
-/// namespace, detached and removed when dropped.
+/// directory under the state root that holds the mounts (in this `run`'s
+/// namespace as root, the user's FUSE mounts otherwise), unmounted and
+/// removed when dropped.
 pub struct MountedImage {
     pub rootfs: PathBuf,
     holder: PathBuf,
+    /// A user's FUSE daemons (none yet while they start); root's kernel
+    /// mounts have none.
+    fuse: Option<fuse::FuseMounts>,
+    by_user: bool,
 }
 
 impl Drop for MountedImage {
     fn drop(&mut self) {
-        let _ = nix::mount::umount2(&self.holder, nix::mount::MntFlags::MNT_DETACH);
-        let _ = fs::remove_dir(&self.holder);
+        if self.by_user {
+            drop(self.fuse.take());
+            remove_holder(&self.holder);
+        } else {
+            let _ = nix::mount::umount2(&self.holder, nix::mount::MntFlags::MNT_DETACH);
+            let _ = fs::remove_dir(&self.holder);
+        }
     }
+}
+
+/// After the container is gone (`delete`): what a killed `run --image`
+/// left in the state root. Root's mounts went with the run's namespace,
+/// leaving the empty directory; a user's FUSE mounts are unmounted here.
+pub fn release(state_root: &Path, id: &str) {
+    let holder = holder_dir(state_root, id);
+    if !holder.exists() {
+        return;
+    }
+    if nix::unistd::geteuid().is_root() {
+        let _ = fs::remove_dir(&holder);
+        return;
+    }
+    for point in mounts_under(&holder).iter().rev() {
+        fuse::unmount(point);
+    }
+    remove_holder(&holder);
+}
+
+/// Removes a user's holder and the layer in it, once nothing is mounted
+/// below it (never a walk into a mounted image).
+fn remove_holder(holder: &Path) {
+    if mounts_under(holder).is_empty() {
+        let _ = fs::remove_dir_all(holder);
+    }
+}
+
+/// This process's mount points at or below `dir`, in mount order.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(table) = fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    table
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|point| PathBuf::from(unescape_mountinfo(point)))
+        .filter(|point| point.starts_with(dir))
+        .collect()
+}
+
+/// mountinfo's octal escapes (`\040` for a space) undone.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
+            std::str::from_utf8(d)
+                .ok()
+                .and_then(|d| u8::from_str_radix(d, 8).ok())
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Where `run --image` of container `id` holds its mounts.
@@ -163,6 +241,8 @@ pub fn mount(
     let mut mounted = MountedImage {
         rootfs: holder.join("image"),
         holder,
+        fuse: None,
+        by_user: false,
     };
     let tmpfs = detached_mount(c"tmpfs", &[FsOption::required(c"mode", c"0700")], 0)?;
     attach(&tmpfs, &mounted.holder)?;
@@ -187,6 +267,33 @@ pub fn mount(
         )
         .context("overlayfs for --writable")?;
         attach(&overlay, &mounted.holder.join("rw"))?;
+        mounted.rootfs = mounted.holder.join("rw");
+    }
+    Ok(mounted)
+}
+
+/// Mounts `image` for a user's container `id` through FUSE (`fuse`):
+/// read-only, with a layer in the holder when `writable`.
+pub fn mount_for_user(
+    image: &ImageFile,
+    state_root: &Path,
+    id: &str,
+    writable: bool,
+) -> Result<MountedImage> {
+    let holder = holder_dir(state_root, id);
+    fs::create_dir(&holder).with_context(|| format!("create {}", holder.display()))?;
+    let mut mounted = MountedImage {
+        rootfs: holder.join("image"),
+        holder,
+        fuse: None,
+        by_user: true,
+    };
+    for dir in ["image", "rw", "upper", "work"] {
+        fs::create_dir(mounted.holder.join(dir))?;
+    }
+    mounted.fuse = Some(fuse::mount(image, &mounted.holder, writable)?);
+    copy_image_config(&mounted.holder)?;
+    if writable {
         mounted.rootfs = mounted.holder.join("rw");
     }
     Ok(mounted)
@@ -312,5 +419,12 @@ mod tests {
         let err = open_image(&dir.join("fifo")).unwrap_err().to_string();
         assert!(err.contains("a FIFO"), "{err}");
         fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_mountinfo("/run/a\\040b"), "/run/a b");
+        assert_eq!(unescape_mountinfo("/x\\134y"), "/x\\y");
+        assert_eq!(unescape_mountinfo("/plain\\"), "/plain\\");
     }
 }

@@ -1,0 +1,186 @@
+//! A user's image, mounted without root: `squashfuse` serves the image
+//! read-only and, under `--writable`, `fuse-overlayfs` a layer over it, as
+//! Apptainer and enroot do for users. The mounts are the user's own FUSE
+//! mounts (libfuse opens `/dev/fuse`, which every systemd host makes
+//! 0666, and mounts through the setuid `fusermount3`), at the holder
+//! directory in the user's state root; every file shows as the user's,
+//! so inside the container's user namespace the image is root's, as a
+//! root's loop mount shows it.
+//!
+//! The FUSE daemons run as the user with no environment of the container
+//! and only paths gpurun chose. They live while their mounts do: a run
+//! unmounts when its container ends; after a `kill -9` of gpurun they
+//! keep serving the container until `delete` unmounts (`release`).
+
+use std::fs::{self, File};
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::ImageFile;
+
+/// How long a FUSE daemon may take to mount.
+const MOUNT_WAIT: Duration = Duration::from_secs(10);
+
+/// The daemons serving one container's image, each with its mount point.
+pub struct FuseMounts {
+    daemons: Vec<(PathBuf, Child)>,
+}
+
+impl Drop for FuseMounts {
+    fn drop(&mut self) {
+        // The overlay first: it holds the image's mount open.
+        for (point, daemon) in self.daemons.iter_mut().rev() {
+            unmount(point);
+            let ended = wait_a_while(daemon, Duration::from_secs(5));
+            if !ended {
+                let _ = daemon.kill();
+                let _ = daemon.wait();
+            }
+        }
+    }
+}
+
+/// Mounts `image` at `holder/image` (and an overlay with its layer in
+/// `holder` at `holder/rw` when `writable`) through FUSE, as the user.
+pub fn mount(image: &ImageFile, holder: &Path, writable: bool) -> Result<FuseMounts> {
+    let mut mounts = FuseMounts {
+        daemons: Vec::new(),
+    };
+    let lower = holder.join("image");
+    let uid = nix::unistd::getuid();
+    let gid = nix::unistd::getgid();
+    // The daemon reopens our descriptor of the checked file, never the
+    // path, which may have changed since.
+    let source = format!("/proc/{}/fd/{}", std::process::id(), image.file.as_raw_fd());
+    let options = format!("ro,offset={},uid={uid},gid={gid}", image.offset);
+    let squashfuse = program("squashfuse", "squashfuse")?;
+    let daemon = start(
+        holder,
+        "squashfuse",
+        Command::new(squashfuse)
+            .args(["-f", "-o", &options, &source])
+            .arg(&lower),
+    )?;
+    mounts.daemons.push((lower.clone(), daemon));
+    await_mount(
+        holder,
+        &lower,
+        &mut mounts.daemons.last_mut().unwrap().1,
+        "squashfuse",
+    )?;
+    if writable {
+        let rw = holder.join("rw");
+        let layers = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lower.display(),
+            holder.join("upper").display(),
+            holder.join("work").display()
+        );
+        let overlay = program("fuse-overlayfs", "fuse-overlayfs")?;
+        let daemon = start(
+            holder,
+            "fuse-overlayfs",
+            Command::new(overlay).args(["-f", "-o", &layers]).arg(&rw),
+        )?;
+        mounts.daemons.push((rw.clone(), daemon));
+        await_mount(
+            holder,
+            &rw,
+            &mut mounts.daemons.last_mut().unwrap().1,
+            "fuse-overlayfs",
+        )?;
+    }
+    Ok(mounts)
+}
+
+/// `name` on PATH, or the one-line fix naming Debian's `package`.
+fn program(name: &str, package: &str) -> Result<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+        .with_context(|| {
+            format!("a user's --image needs {name} (install {package}), or run it as root")
+        })
+}
+
+/// Starts a daemon with no environment, in `/`, its errors to a file in
+/// the holder (read if it fails).
+fn start(holder: &Path, name: &str, cmd: &mut Command) -> Result<Child> {
+    let errors = File::create(holder.join(format!(".{name}.err")))?;
+    cmd.env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(errors)
+        .spawn()
+        .with_context(|| format!("start {name}"))
+}
+
+/// Waits until `point` is a mount (its device differs from the holder's),
+/// or fails with what the daemon said.
+fn await_mount(holder: &Path, point: &Path, daemon: &mut Child, name: &str) -> Result<()> {
+    let holder_dev = fs::metadata(holder)?.dev();
+    let start = Instant::now();
+    while start.elapsed() < MOUNT_WAIT {
+        if fs::metadata(point).is_ok_and(|m| m.dev() != holder_dev) {
+            return Ok(());
+        }
+        if let Some(status) = daemon.try_wait()? {
+            let mut said = String::new();
+            let _ = File::open(holder.join(format!(".{name}.err")))
+                .and_then(|mut f| f.read_to_string(&mut said));
+            bail!(
+                "{name} could not mount the image ({status}): {}",
+                fuse_hint(said.trim())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    bail!(
+        "{name} did not mount the image within {} s",
+        MOUNT_WAIT.as_secs()
+    )
+}
+
+/// What a user can do about the usual failure: /dev/fuse closed to users.
+fn fuse_hint(said: &str) -> String {
+    if said.contains("/dev/fuse") && said.contains("ermission denied") {
+        format!("{said}: /dev/fuse is not open to users here (udev makes it 0666 on systemd hosts; chmod 0666 /dev/fuse), or run as root")
+    } else {
+        said.lines().last().unwrap_or("no message").to_owned()
+    }
+}
+
+fn wait_a_while(daemon: &mut Child, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if matches!(daemon.try_wait(), Ok(Some(_))) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Unmounts a user's FUSE mount (lazily: a container may still hold it)
+/// with the setuid fusermount3, with no environment.
+pub fn unmount(point: &Path) {
+    let fusermount =
+        program("fusermount3", "fuse3").unwrap_or_else(|_| "/usr/bin/fusermount3".into());
+    let _ = Command::new(fusermount)
+        .env_clear()
+        .current_dir("/")
+        .args(["-u", "-z", "-q"])
+        .arg(point)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
