@@ -89,6 +89,7 @@ Maintainer: gpurun developers <root@localhost>
 Installed-Size: $size
 Depends: $depends
 Recommends: criu
+Suggests: squashfuse, fuse-overlayfs
 Section: admin
 Priority: optional
 Description: $package_summary

@@ -44,6 +44,8 @@ Packager: gpurun developers <root@localhost>
 %global _build_id_links none
 %global __os_install_post %{nil}
 Recommends: criu
+Suggests: squashfuse
+Suggests: fuse-overlayfs
 
 %description
 $package_description
