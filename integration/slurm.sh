@@ -31,6 +31,10 @@ make_work() { # DIR
   cp -a "$1/rootfs" "$1/rootfs-plain"
   # Open MPI and a program that MPI_Allreduces, for the two-task MPI job.
   sh scripts/fixtures/mpi-rootfs.sh "$1/rootfs-mpi"
+  # The same roots as image files, for srun --container-image.
+  mksquashfs "$1/rootfs-plain" "$1/app.sqsh" -quiet -no-progress >/dev/null
+  mksquashfs "$1/rootfs-mpi" "$1/mpi.sqsh" -quiet -no-progress >/dev/null
+  chmod 644 "$1/app.sqsh" "$1/mpi.sqsh"
 }
 # --fixtures DIR: only those, for a guest that runs this suite among others
 # (integration/systemd.sh's bookworm guest).
@@ -64,7 +68,11 @@ else
   make_work "$work"
 fi
 pids=""
+fuse_mode=$(stat -c %a /dev/fuse 2>/dev/null || true)
+cp -a /etc/fuse.conf "/tmp/gpurun-slurm-fuse.conf.$$" 2>/dev/null || true
 cleanup() {
+  [ -z "$fuse_mode" ] || chmod "$fuse_mode" /dev/fuse
+  if [ -f "/tmp/gpurun-slurm-fuse.conf.$$" ]; then mv "/tmp/gpurun-slurm-fuse.conf.$$" /etc/fuse.conf; else rm -f /etc/fuse.conf; fi
   for pid in $pids; do kill "$pid" 2>/dev/null || true; done
   sleep 1
   for pid in $pids; do kill -9 "$pid" 2>/dev/null || true; done
@@ -118,7 +126,11 @@ JobAcctGatherType=jobacct_gather/none
 ReturnToService=2
 NodeName=$node Gres=gpu:2 CPUs=$(nproc) RealMemory=$(free -m | awk '/^Mem:/ {print int($2 / 2)}') State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PlugStackConfig=$work/plugstack.conf
 EOF
+# gpurun's SPANK plugin, built beside the binary, as a site loads pyxis.
+plugin=$(dirname "$gpurun")/libspank_gpurun.so
+echo "required $plugin gpurun=$gpurun $(echo "$roots" | sed 's/--\([a-z-]*\) /\1=/g')" > "$work/plugstack.conf"
 echo "NodeName=$node Name=gpu File=$host/dev/nvidia[0-1]" > "$work/gres.conf"
 # Slurm 22.05 has no "disabled" cgroup plugin; v1 is what this host mounts.
 if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
@@ -219,6 +231,47 @@ out=$(srun --quiet -n 2 --mpi=pmix "$gpurun" $roots run --rootfs "$work/rootfs-m
 check "root: srun -n 2 --mpi=pmix: MPI_Allreduce across two containers gives 3 on each rank" \
   "rank 0 of 2: sum 3
 rank 1 of 2: sum 3" "$out"
+
+# --- srun --container-image: pyxis's flags, through gpurun's SPANK plugin ---
+# A user's image runs through FUSE: /dev/fuse open to users, as udev makes
+# it on systemd hosts, and user_allow_other in /etc/fuse.conf, which
+# pyxis's default (your own uid inside) needs of a FUSE image, as the
+# admin's page says (both put back at the end).
+chmod 0666 /dev/fuse
+grep -qx user_allow_other /etc/fuse.conf 2>/dev/null || echo user_allow_other >> /etc/fuse.conf
+check "the plugin is loaded (srun --help lists --container-image)" yes \
+  "$(srun --help 2>&1 | grep -q -- '--container-image' && echo yes || echo no)"
+for who in root user; do
+  run_as() { if [ "$who" = root ]; then sh -c "$*"; else as_user "$*"; fi; }
+  out=$(run_as "cd $work && srun --quiet --container-image=./app.sqsh --gres=gpu:1 sh -c '$nodes'" 2>&1)
+  check "$who: srun --container-image=./app.sqsh --gres=gpu:1: one GPU, nvidia-smi 9" "/dev/nvidia0 smi=9" "$out"
+  mkdir -p "$work/scratch-$who" && echo data > "$work/scratch-$who/in"
+  [ "$who" = user ] && chown -R "$user:" "$work/scratch-$who"
+  out=$(run_as "cd $work && srun --quiet --container-image=./app.sqsh --container-mounts=$work/scratch-$who:/scratch --container-workdir=/scratch --gres=gpu:2 sh -c 'pwd; cat in; ls /dev/nvidia[0-9]* | wc -l'" 2>&1)
+  check "$who: --container-mounts and --container-workdir, --gres=gpu:2" "/scratch
+data
+2" "$(echo "$out" | tr -d ' ')"
+  uid=$(run_as "id -u")
+  out=$(run_as "srun --quiet --container-image=$work/app.sqsh id -u; srun --quiet --container-image=$work/app.sqsh --container-remap-root id -u" 2>&1)
+  check "$who: your uid inside by default, 0 with --container-remap-root" "$uid
+0" "$out"
+  out=$(run_as "srun --quiet --container-image=$work/app.sqsh sh -c 'touch /w 2>/dev/null; echo \$?'; srun --quiet --container-image=$work/app.sqsh --container-writable sh -c 'touch /w; echo \$?'" 2>&1)
+  check "$who: read-only by default, writable with --container-writable" "1
+0" "$out"
+  out=$(run_as "JOB_VALUE=kept srun --quiet --container-image=$work/app.sqsh sh -c 'echo \$JOB_VALUE \${SLURM_STEP_ID:+step}'" 2>&1)
+  check "$who: the job's environment reaches the task, as under pyxis" "kept step" "$out"
+  out=$(run_as "srun --quiet --container-image=$work/app.sqsh sh -c 'exit 3'; echo rc=\$?" 2>&1 | tail -1)
+  check "$who: the task's exit status is srun's" "rc=3" "$out"
+  out=$(run_as "srun --quiet --container-image=$work/app.sqsh --container-name=x true; echo rc=\$?" 2>&1)
+  check_contains "$who: --container-name is refused with the reason" "--container-name is not supported" "$out"
+  check_contains "$who: ... and the step fails" "rc=1" "$out"
+done
+out=$(as_user "cd $work && OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo srun --quiet -n 2 --mpi=pmix --container-image=./mpi.sqsh /usr/local/bin/mpi_allreduce" 2>&1 | sort)
+check "user: srun -n 2 --mpi=pmix --container-image: MPI_Allreduce across the tasks' containers" \
+  "rank 0 of 2: sum 3
+rank 1 of 2: sum 3" "$out"
+check "no FUSE daemon or image mount left" "0 0" \
+  "$(ps -eo comm= | grep -c -x -E 'squashfuse|fuse-overlayfs') $(grep -c '@image' /proc/self/mountinfo)"
 
 # --- srun --container: Slurm's own OCI support, with gpurun as its runtime ---
 # oci.conf beside slurm.conf, from gpurun's driver locations.

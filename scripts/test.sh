@@ -20,7 +20,7 @@ if git grep -nE '(deb|security|ftp[a-z.0-9]*)\.debian\.org|static\.crates\.io|cr
   exit 1
 fi
 cargo fmt --all --check
-cargo build --locked -p gpurun -p fake-nvml -p cri-client
+cargo build --locked -p gpurun -p gpurun-spank -p fake-nvml -p cri-client
 # Every `gpurun ...` in the manual names a command and flags the binary has.
 python3 scripts/ci/check-doc-commands.py target/debug/gpurun
 cargo clippy --locked --workspace --all-targets -- -D warnings

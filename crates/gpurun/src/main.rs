@@ -15,16 +15,21 @@ use crate::runtime::{logging, state::state_dir};
 
 fn main() {
     refuse_to_run_as_a_hook();
-    print_version_if_asked();
+    // A Slurm task's program handed over by the SPANK plugin: the command
+    // line is rebuilt before anything reads it.
+    let command_line = cli::spank_task::command_line();
+    print_version_if_asked(&command_line);
     // The protected re-exec comes before anything else is done, so that
     // the command line is parsed once, in the protected process. Any
     // argument naming a command that enters a container counts: a false
     // match (a container called "exec") costs one re-exec, nothing more.
     // A root `run` alone decides once its spec is read (stub_policy::protect_run,
     // told so by `protection`): most need no re-exec.
-    let entering: Vec<std::ffi::OsString> = std::env::args_os()
+    let entering: Vec<std::ffi::OsString> = command_line
+        .iter()
         .skip(1)
-        .filter(|a| cli::Command::ENTERING_CONTAINERS.iter().any(|c| a == *c))
+        .filter(|&a| cli::Command::ENTERING_CONTAINERS.iter().any(|c| a == *c))
+        .cloned()
         .collect();
     let mut protection = Protection::Done;
     if !entering.is_empty() {
@@ -35,7 +40,7 @@ fn main() {
             std::process::exit(1);
         }
     }
-    let mut argv = std::env::args_os();
+    let mut argv = command_line.into_iter();
     let program = argv.next().unwrap_or_else(|| "gpurun".into());
     let mut cli = cli::lean::parse(program, argv.collect());
     keep_pmi_socket(&mut cli.command);
@@ -79,8 +84,8 @@ fn main() {
 
 /// `gpurun --version` (or `-v`, `-V`), in runc's shape: version, commit, the
 /// OCI runtime spec version, and the libseccomp it runs with.
-fn print_version_if_asked() {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+fn print_version_if_asked(command_line: &[std::ffi::OsString]) {
+    let args = &command_line[1.min(command_line.len())..];
     if !(args.len() == 1 && (args[0] == "--version" || args[0] == "-v" || args[0] == "-V")) {
         return;
     }

@@ -12,6 +12,7 @@ pub mod go_flags;
 pub mod lean;
 mod run;
 mod setup;
+pub mod spank_task;
 mod update;
 
 pub use criu::{CheckpointArgs, CriuFlags, RestoreArgs};

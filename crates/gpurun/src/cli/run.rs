@@ -73,6 +73,14 @@ pub struct RunArgs {
     /// With --rootfs or --image: a private network namespace instead of the host's
     #[arg(long)]
     pub private_network: bool,
+    /// With --image or --rootfs: every variable of gpurun's own environment
+    /// that the image does not set, as pyxis gives a task the job's (set by
+    /// the SPANK plugin)
+    #[arg(long, hide = true)]
+    pub job_env: bool,
+    /// Set by `--image` without `--writable`: a tmpfs at /tmp.
+    #[arg(skip)]
+    pub private_tmp: bool,
 
     /// The container id (made up with --rootfs when left out)
     #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]

@@ -1,4 +1,4 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use safe_fs::Rootfs;
@@ -112,6 +112,7 @@ fn rootfs_only_flag(args: &RunArgs) -> Option<(&'static str, &'static str)> {
             "--private-network",
             "add a network namespace to linux.namespaces in config.json",
         ),
+        (args.job_env, "--job-env", "set process.env in config.json"),
     ]
     .into_iter()
     .find_map(|(given, flag, instead)| given.then_some((flag, instead)))
@@ -131,10 +132,26 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     if protection == Protection::ChosenByRun {
         seal::ensure_sealed()?;
     }
+    args.private_tmp = !args.writable;
+    let mount_points = image_mount_points(&args)?;
     let mounted = if nix::unistd::geteuid().is_root() {
-        squashfs::mount(&image, &ctx.root, &id, args.writable)?
+        squashfs::mount(&image, &ctx.root, &id, args.writable, &mount_points)?
     } else {
-        squashfs::mount_for_user(&image, &ctx.root, &id, args.writable)?
+        // With --keep-uid the container's own root is a subordinate id,
+        // which a FUSE mount lets in only with allow_other.
+        if args.keep_uid && !squashfs::users_may_allow_others() {
+            anyhow::bail!(
+                "--keep-uid with --image as a user: the image's FUSE mount must let the container's other ids in, which needs user_allow_other in /etc/fuse.conf (ask the admin), or leave --keep-uid out"
+            );
+        }
+        squashfs::mount_for_user(
+            &image,
+            &ctx.root,
+            &id,
+            args.writable,
+            &mount_points,
+            args.keep_uid,
+        )?
     };
     drop(image);
     args.container_id = Some(id);
@@ -142,6 +159,25 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     let code = run_rootfs(ctx, args, Protection::Done);
     drop(mounted);
     code
+}
+
+/// Where a read-only image needs directories to mount on: the -v
+/// destinations, the working directory, a Slurm step's PMI directories,
+/// and /tmp for the container's own tmpfs (what goes below it needs none).
+fn image_mount_points(args: &RunArgs) -> Result<Vec<PathBuf>> {
+    let mut points: Vec<PathBuf> = args
+        .volumes
+        .iter()
+        .map(|v| rootfs_spec::parse_volume(v).map(|v| PathBuf::from(v.destination)))
+        .collect::<Result<_>>()?;
+    points.extend(args.workdir.as_ref().map(PathBuf::from));
+    let step = slurm_mpi::for_step(&std::env::vars().collect(), |p| p.is_dir());
+    points.extend(step.binds);
+    if args.private_tmp {
+        points.retain(|p| !p.starts_with("/tmp"));
+        points.push(PathBuf::from("/tmp"));
+    }
+    Ok(points)
 }
 
 /// The id of a `--rootfs` or `--image` run: the one given, else one made
@@ -176,6 +212,9 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     // The image's environment, then the terminal type that follows the
     // user in, then -e.
     let mut env: Vec<String> = image.env.clone();
+    if args.job_env {
+        env.extend(rootfs_spec::job_env(&image.env, std::env::vars()));
+    }
     env.extend(std::env::var("TERM").map(|t| format!("TERM={t}")));
     // In a Slurm step, what its MPI library needs of the step's PMI.
     let step = slurm_mpi::for_step(&std::env::vars().collect(), |p| p.is_dir());
@@ -205,6 +244,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
         keep_uid: args.keep_uid,
         host_network,
         host_files: &host_files,
+        private_tmp: args.private_tmp,
     })?;
     stub_policy::protect_run(protection, Some(&spec))?;
     let id = adhoc_id(&args);

@@ -351,6 +351,7 @@ fn write_config(
         keep_uid: false,
         host_network: true,
         host_files: &[],
+        private_tmp: false,
     })?;
     let mut value = serde_json::to_value(&spec)?;
     if let Some(u) = c["User"].as_str().filter(|u| !u.is_empty()) {

@@ -67,6 +67,24 @@ pub fn resolve_env(
     Ok(out)
 }
 
+/// The job's variables that a task's container gets under the SPANK
+/// plugin (`run --job-env`, as pyxis gives them): each of `vars` that the
+/// image's own environment does not set, leaving out gpurun's hand-over
+/// variables, NVIDIA_* (the image's and the step's GPUs decide those), and
+/// the step's GPU numbering: the container's GPUs are numbered from 0, so
+/// the host's CUDA_VISIBLE_DEVICES would name the wrong ones.
+pub fn job_env(image_env: &[String], vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
+    let image_sets = |key: &str| image_env.iter().any(|e| e.split('=').next() == Some(key));
+    vars.filter(|(key, _)| {
+        !key.starts_with("GPURUN_SPANK_")
+            && !key.starts_with("NVIDIA_")
+            && !matches!(key.as_str(), "CUDA_VISIBLE_DEVICES" | "GPU_DEVICE_ORDINAL")
+            && !image_sets(key)
+    })
+    .map(|(key, value)| format!("{key}={value}"))
+    .collect()
+}
+
 /// Everything the spec is made from.
 pub struct AdhocOptions<'a> {
     pub rootfs: &'a Path,
@@ -82,6 +100,8 @@ pub struct AdhocOptions<'a> {
     /// `/etc/resolv.conf` and `/etc/hosts` of the host are bound over the
     /// image's regular files of those names (host network only).
     pub host_files: &'a [&'a str],
+    /// A tmpfs of the container's own at /tmp (a read-only image's).
+    pub private_tmp: bool,
 }
 
 pub fn make_spec(opts: &AdhocOptions) -> Result<Spec> {
@@ -165,6 +185,12 @@ fn set_network(value: &mut Value, host_network: bool) -> Result<()> {
 /// The host files (read-only) and the `-v` volumes.
 fn add_bind_mounts(value: &mut Value, opts: &AdhocOptions) -> Result<()> {
     let mounts = value["mounts"].as_array_mut().context("default mounts")?;
+    if opts.private_tmp {
+        mounts.push(json!({
+            "destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+            "options": ["nosuid", "nodev", "mode=1777"]
+        }));
+    }
     for file in opts.host_files {
         mounts.push(json!({
             "destination": file, "type": "bind", "source": file,
@@ -209,6 +235,7 @@ mod tests {
             keep_uid: false,
             host_network: true,
             host_files: &[],
+            private_tmp: false,
         }
     }
 
@@ -311,6 +338,25 @@ mod tests {
         assert!(parse_volume("/no/such/dir:/t").is_err());
         assert!(parse_volume("/tmp:/t:ro").unwrap().read_only);
         assert!(resolve_env(&["=x".into()], |_| None).is_err());
+    }
+
+    #[test]
+    fn a_tasks_container_gets_the_jobs_variables_the_image_leaves_unset() {
+        let image = vec!["PATH=/opt/bin".to_owned(), "LANG=C.UTF-8".to_owned()];
+        let job = [
+            ("PATH", "/usr/bin"),
+            ("MASTER_ADDR", "node1"),
+            ("SLURM_PROCID", "3"),
+            ("CUDA_VISIBLE_DEVICES", "1"),
+            ("GPU_DEVICE_ORDINAL", "1"),
+            ("NVIDIA_VISIBLE_DEVICES", "all"),
+            ("GPURUN_SPANK_RUN", "[]"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        assert_eq!(
+            job_env(&image, job.into_iter()),
+            ["MASTER_ADDR=node1", "SLURM_PROCID=3"]
+        );
         assert_eq!(
             resolve_env(&["A=1".into(), "B".into(), "C".into()], |k| (k == "B")
                 .then(|| "2".to_owned()))

@@ -46,9 +46,36 @@ impl Drop for FuseMounts {
     }
 }
 
-/// Mounts `image` at `holder/image` (and an overlay with its layer in
-/// `holder` at `holder/rw` when `writable`) through FUSE, as the user.
-pub fn mount(image: &ImageFile, holder: &Path, writable: bool) -> Result<FuseMounts> {
+/// What goes over the image, at `holder/rw`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// Nothing: the image itself is the root.
+    None,
+    /// `--writable`: a layer in the holder (`upper`, `work`).
+    Writable,
+    /// Read-only, with the mount points the image lacks (`stub`) on top.
+    MountPoints,
+}
+
+impl From<bool> for Layer {
+    fn from(writable: bool) -> Layer {
+        if writable {
+            Layer::Writable
+        } else {
+            Layer::None
+        }
+    }
+}
+
+/// Mounts `image` at `holder/image` through squashfuse, and `layer` over
+/// it, as the user; `others_too`: for other uids than the user's as well
+/// (`allow_other`, which /etc/fuse.conf must allow users).
+pub fn mount(
+    image: &ImageFile,
+    holder: &Path,
+    layer: Layer,
+    others_too: bool,
+) -> Result<FuseMounts> {
     let mut mounts = FuseMounts {
         daemons: Vec::new(),
     };
@@ -58,45 +85,60 @@ pub fn mount(image: &ImageFile, holder: &Path, writable: bool) -> Result<FuseMou
     // The daemon reopens our descriptor of the checked file, never the
     // path, which may have changed since.
     let source = format!("/proc/{}/fd/{}", std::process::id(), image.file.as_raw_fd());
-    let options = format!("ro,offset={},uid={uid},gid={gid}", image.offset);
+    let mut options = format!("ro,offset={},uid={uid},gid={gid}", image.offset);
+    if others_too {
+        options.push_str(",allow_other");
+    }
     let squashfuse = program("squashfuse", "squashfuse")?;
-    let daemon = start(
-        holder,
-        "squashfuse",
-        Command::new(squashfuse)
-            .args(["-f", "-o", &options, &source])
-            .arg(&lower),
-    )?;
-    mounts.daemons.push((lower.clone(), daemon));
-    await_mount(
-        holder,
-        &lower,
-        &mut mounts.daemons.last_mut().unwrap().1,
-        "squashfuse",
-    )?;
-    if writable {
-        let rw = holder.join("rw");
-        let layers = format!(
-            "lowerdir={},upperdir={},workdir={}",
-            lower.display(),
-            holder.join("upper").display(),
-            holder.join("work").display()
-        );
-        let overlay = program("fuse-overlayfs", "fuse-overlayfs")?;
-        let daemon = start(
-            holder,
-            "fuse-overlayfs",
-            Command::new(overlay).args(["-f", "-o", &layers]).arg(&rw),
-        )?;
-        mounts.daemons.push((rw.clone(), daemon));
-        await_mount(
-            holder,
-            &rw,
-            &mut mounts.daemons.last_mut().unwrap().1,
-            "fuse-overlayfs",
-        )?;
+    let mut cmd = Command::new(squashfuse);
+    cmd.args(["-f", "-o", &options, &source]).arg(&lower);
+    mounts.start(holder, "squashfuse", &mut cmd, &lower)?;
+    if layer != Layer::None {
+        mount_layer(&mut mounts, holder, layer, others_too)?;
     }
     Ok(mounts)
+}
+
+/// fuse-overlayfs at `holder/rw`: the writable layer, or the mount-point
+/// stubs over the image, read-only.
+pub fn mount_layer(
+    mounts: &mut FuseMounts,
+    holder: &Path,
+    layer: Layer,
+    others_too: bool,
+) -> Result<()> {
+    let image = holder.join("image");
+    let mut options = match layer {
+        Layer::Writable => format!(
+            "lowerdir={},upperdir={},workdir={}",
+            image.display(),
+            holder.join("upper").display(),
+            holder.join("work").display()
+        ),
+        _ => format!(
+            "ro,lowerdir={}:{}",
+            holder.join("stub").display(),
+            image.display()
+        ),
+    };
+    if others_too {
+        options.push_str(",allow_other");
+    }
+    let rw = holder.join("rw");
+    let overlay = program("fuse-overlayfs", "fuse-overlayfs")?;
+    let mut cmd = Command::new(overlay);
+    cmd.args(["-f", "-o", &options]).arg(&rw);
+    mounts.start(holder, "fuse-overlayfs", &mut cmd, &rw)
+}
+
+impl FuseMounts {
+    /// Starts a daemon and waits for its mount at `point`.
+    fn start(&mut self, holder: &Path, name: &str, cmd: &mut Command, point: &Path) -> Result<()> {
+        let daemon = start(holder, name, cmd)?;
+        self.daemons.push((point.to_owned(), daemon));
+        let daemon = &mut self.daemons.last_mut().expect("just pushed").1;
+        await_mount(holder, point, daemon, name)
+    }
 }
 
 /// `name` on PATH, or the one-line fix naming Debian's `package`.

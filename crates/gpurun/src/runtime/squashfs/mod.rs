@@ -154,6 +154,13 @@ fn unescape_mountinfo(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether users may mount FUSE for other uids (`user_allow_other` in
+/// /etc/fuse.conf), as a user's `--image --keep-uid` needs.
+pub fn users_may_allow_others() -> bool {
+    fs::read_to_string("/etc/fuse.conf")
+        .is_ok_and(|conf| conf.lines().any(|l| l.trim() == "user_allow_other"))
+}
+
 /// Where `run --image` of container `id` holds its mounts.
 pub fn holder_dir(state_root: &Path, id: &str) -> PathBuf {
     state_root.join(format!("{id}@image"))
@@ -224,6 +231,7 @@ pub fn mount(
     state_root: &Path,
     id: &str,
     writable: bool,
+    mount_points: &[PathBuf],
 ) -> Result<MountedImage> {
     use nix::mount::MsFlags;
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
@@ -246,12 +254,27 @@ pub fn mount(
     };
     let tmpfs = detached_mount(c"tmpfs", &[FsOption::required(c"mode", c"0700")], 0)?;
     attach(&tmpfs, &mounted.holder)?;
-    for dir in ["image", "rw", "upper", "work"] {
+    for dir in ["image", "rw", "upper", "work", "stub"] {
         fs::create_dir(mounted.holder.join(dir))?;
     }
     let squashfs = mount_squashfs(image)?;
     attach(&squashfs, &mounted.holder.join("image"))?;
     copy_image_config(&mounted.holder)?;
+    if !writable && stub_mount_points(&mounted.holder, mount_points)? {
+        let layers = format!(
+            "{}:{}",
+            mounted.holder.join("stub").display(),
+            mounted.holder.join("image").display()
+        );
+        let overlay = detached_mount(
+            c"overlay",
+            &[FsOption::required(c"lowerdir", &CString::new(layers)?)],
+            libc::MOUNT_ATTR_RDONLY,
+        )
+        .context("overlayfs for the mount points")?;
+        attach(&overlay, &mounted.holder.join("rw"))?;
+        mounted.rootfs = mounted.holder.join("rw");
+    }
     if writable {
         let lower = path_option(&mounted.holder.join("image"))?;
         let upper = path_option(&mounted.holder.join("upper"))?;
@@ -279,6 +302,8 @@ pub fn mount_for_user(
     state_root: &Path,
     id: &str,
     writable: bool,
+    mount_points: &[PathBuf],
+    others_too: bool,
 ) -> Result<MountedImage> {
     let holder = holder_dir(state_root, id);
     fs::create_dir(&holder).with_context(|| format!("create {}", holder.display()))?;
@@ -288,15 +313,48 @@ pub fn mount_for_user(
         fuse: None,
         by_user: true,
     };
-    for dir in ["image", "rw", "upper", "work"] {
+    for dir in ["image", "rw", "upper", "work", "stub"] {
         fs::create_dir(mounted.holder.join(dir))?;
     }
-    mounted.fuse = Some(fuse::mount(image, &mounted.holder, writable)?);
+    let layer = fuse::Layer::from(writable);
+    let mut daemons = fuse::mount(image, &mounted.holder, layer, others_too)?;
     copy_image_config(&mounted.holder)?;
+    if !writable && stub_mount_points(&mounted.holder, mount_points)? {
+        fuse::mount_layer(
+            &mut daemons,
+            &mounted.holder,
+            fuse::Layer::MountPoints,
+            others_too,
+        )?;
+        mounted.rootfs = mounted.holder.join("rw");
+    }
     if writable {
         mounted.rootfs = mounted.holder.join("rw");
     }
+    mounted.fuse = Some(daemons);
     Ok(mounted)
+}
+
+/// Makes, in `holder/stub`, the directories of `mount_points` (the -v
+/// destinations and the working directory) that a read-only image lacks,
+/// each at its symlink-free path inside the image: a layer over the image
+/// then gives them mount points without writing the image. Whether any
+/// was needed.
+fn stub_mount_points(holder: &Path, mount_points: &[PathBuf]) -> Result<bool> {
+    let image = safe_fs::Rootfs::open(&holder.join("image"))?;
+    let mut made = false;
+    for point in mount_points {
+        let (real, _) = image
+            .resolve(point)
+            .with_context(|| format!("{} in the image", point.display()))?;
+        if image.find(&real, false).is_ok() {
+            continue;
+        }
+        let inside = real.strip_prefix("/").unwrap_or(&real);
+        fs::create_dir_all(holder.join("stub").join(inside))?;
+        made = true;
+    }
+    Ok(made)
 }
 
 /// The config `import` kept inside the image, copied beside the mounted

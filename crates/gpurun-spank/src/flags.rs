@@ -1,0 +1,338 @@
+//! pyxis's `--container-*` flags, as `srun` takes them, turned into one
+//! `gpurun run` command line: pure, so that each flag's meaning is tested
+//! without Slurm.
+
+/// What the step asked for: each flag's value (`Some("")` for a flag
+/// without one).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Flags {
+    pub image: Option<String>,
+    pub mounts: Option<String>,
+    pub workdir: Option<String>,
+    pub name: Option<String>,
+    pub save: Option<String>,
+    pub mount_home: Option<bool>,
+    pub remap_root: Option<bool>,
+    pub entrypoint: Option<bool>,
+    pub writable: Option<bool>,
+    pub env: Option<String>,
+}
+
+/// Each flag: its name, whether it takes a value, and its usage line.
+pub const FLAGS: &[(&str, bool, &str)] = &[
+    (
+        "container-image",
+        true,
+        "[gpurun] the image: a squashfs (.sqsh) or SIF file, run in place",
+    ),
+    (
+        "container-mounts",
+        true,
+        "[gpurun] SRC[:DST[:ro|rw]],...: bind mounts into the container",
+    ),
+    (
+        "container-workdir",
+        true,
+        "[gpurun] the working directory inside the container",
+    ),
+    (
+        "container-name",
+        true,
+        "[gpurun] not supported: named containers are not kept",
+    ),
+    (
+        "container-save",
+        true,
+        "[gpurun] not supported: the container is not saved",
+    ),
+    (
+        "container-mount-home",
+        false,
+        "[gpurun] bind the user's home directory",
+    ),
+    (
+        "no-container-mount-home",
+        false,
+        "[gpurun] do not bind the user's home directory (default)",
+    ),
+    (
+        "container-remap-root",
+        false,
+        "[gpurun] become root inside the container",
+    ),
+    (
+        "no-container-remap-root",
+        false,
+        "[gpurun] keep your uid inside the container (default)",
+    ),
+    (
+        "container-entrypoint",
+        false,
+        "[gpurun] not supported: the image's entrypoint is not run",
+    ),
+    (
+        "no-container-entrypoint",
+        false,
+        "[gpurun] do not run the image's entrypoint (default)",
+    ),
+    (
+        "container-writable",
+        false,
+        "[gpurun] a writable layer over the image, gone with the task",
+    ),
+    (
+        "container-readonly",
+        false,
+        "[gpurun] the image read-only (default)",
+    ),
+    (
+        "container-env",
+        true,
+        "[gpurun] NAME,...: these variables keep the job's values over the image's",
+    ),
+];
+
+impl Flags {
+    /// Records flag number `index` of `FLAGS` with its value.
+    pub fn set(&mut self, index: usize, value: &str) {
+        let value = value.to_owned();
+        match FLAGS.get(index).map(|f| f.0) {
+            Some("container-image") => self.image = Some(value),
+            Some("container-mounts") => self.mounts = Some(value),
+            Some("container-workdir") => self.workdir = Some(value),
+            Some("container-name") => self.name = Some(value),
+            Some("container-save") => self.save = Some(value),
+            Some("container-mount-home") => self.mount_home = Some(true),
+            Some("no-container-mount-home") => self.mount_home = Some(false),
+            Some("container-remap-root") => self.remap_root = Some(true),
+            Some("no-container-remap-root") => self.remap_root = Some(false),
+            Some("container-entrypoint") => self.entrypoint = Some(true),
+            Some("no-container-entrypoint") => self.entrypoint = Some(false),
+            Some("container-writable") => self.writable = Some(true),
+            Some("container-readonly") => self.writable = Some(false),
+            Some("container-env") => self.env = Some(value),
+            _ => {}
+        }
+    }
+
+    /// Whether the step runs in a container at all.
+    pub fn wants_container(&self) -> bool {
+        self.image.is_some()
+    }
+
+    /// `gpurun run`'s arguments for these flags (before `--` and the
+    /// task's command), or why they cannot be carried out, as one line.
+    /// `home` is the user's home directory.
+    pub fn run_args(&self, home: Option<&str>) -> Result<Vec<String>, String> {
+        let image = self.image.as_deref().ok_or("no --container-image")?;
+        let file_like = [".sqsh", ".squashfs", ".sif"]
+            .iter()
+            .any(|e| image.ends_with(e));
+        if image.contains("://") || image.contains('#') || !(image.contains('/') || file_like) {
+            return Err(format!(
+                "--container-image={image}: gpurun runs image files only (.sqsh or .sif); make one with `gpurun import {image} -o FILE.sqsh` and name the file"
+            ));
+        }
+        for (given, flag, why) in [
+            (
+                self.name.is_some(),
+                "--container-name",
+                "named containers are not kept",
+            ),
+            (
+                self.save.is_some(),
+                "--container-save",
+                "the container is not saved",
+            ),
+            (
+                self.entrypoint == Some(true),
+                "--container-entrypoint",
+                "the image's entrypoint is not run",
+            ),
+        ] {
+            if given {
+                return Err(format!("{flag} is not supported by gpurun's plugin: {why}"));
+            }
+        }
+        let mut args = vec![
+            "run".to_owned(),
+            "--image".to_owned(),
+            image.to_owned(),
+            "--job-env".to_owned(),
+        ];
+        if self.writable == Some(true) {
+            args.push("--writable".into());
+        }
+        if self.remap_root != Some(true) {
+            args.push("--keep-uid".into());
+        }
+        for volume in self.volumes(home)? {
+            args.extend(["-v".to_owned(), volume]);
+        }
+        if let Some(dir) = &self.workdir {
+            args.extend(["-w".to_owned(), dir.clone()]);
+        }
+        for name in self
+            .env
+            .iter()
+            .flat_map(|e| e.split(','))
+            .filter(|n| !n.is_empty())
+        {
+            if name.contains('=') {
+                return Err(format!(
+                    "--container-env={name}: name variables (NAME,NAME), not values"
+                ));
+            }
+            args.extend(["-e".to_owned(), name.to_owned()]);
+        }
+        Ok(args)
+    }
+
+    /// `-v` values: each `SRC[:DST[:FLAGS]]` of --container-mounts (DST
+    /// defaults to SRC; FLAGS ro or rw), then the home directory if asked.
+    fn volumes(&self, home: Option<&str>) -> Result<Vec<String>, String> {
+        let mut volumes = Vec::new();
+        for mount in self
+            .mounts
+            .iter()
+            .flat_map(|m| m.split(','))
+            .filter(|m| !m.is_empty())
+        {
+            let parts: Vec<&str> = mount.split(':').collect();
+            let (source, destination, flags) = match parts[..] {
+                [s] => (s, s, ""),
+                [s, d] => (s, d, ""),
+                [s, d, f] => (s, d, f),
+                _ => return Err(format!("--container-mounts={mount}: SRC[:DST[:ro|rw]]")),
+            };
+            let read_only = match flags {
+                "" | "rw" => false,
+                "ro" => true,
+                other => {
+                    return Err(format!(
+                        "--container-mounts={mount}: flag {other:?} is not supported (ro or rw)"
+                    ))
+                }
+            };
+            if !source.starts_with('/') || !destination.starts_with('/') {
+                return Err(format!(
+                    "--container-mounts={mount}: SRC and DST are absolute paths"
+                ));
+            }
+            volumes.push(format!(
+                "{source}:{destination}{}",
+                if read_only { ":ro" } else { "" }
+            ));
+        }
+        if self.mount_home == Some(true) {
+            let home = home.ok_or("--container-mount-home: the job has no HOME")?;
+            volumes.push(format!("{home}:{home}"));
+        }
+        Ok(volumes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(pairs: &[(&str, &str)]) -> Flags {
+        let mut flags = Flags::default();
+        for (name, value) in pairs {
+            let index = FLAGS.iter().position(|f| f.0 == *name).expect(name);
+            flags.set(index, value);
+        }
+        flags
+    }
+
+    #[test]
+    fn pyxis_defaults_are_read_only_your_own_uid_and_the_jobs_environment() {
+        let args = flags(&[("container-image", "./app.sqsh")])
+            .run_args(None)
+            .unwrap();
+        assert_eq!(
+            args,
+            ["run", "--image", "./app.sqsh", "--job-env", "--keep-uid"]
+        );
+    }
+
+    #[test]
+    fn each_flag_becomes_its_run_flag() {
+        let f = flags(&[
+            ("container-image", "/images/pytorch.sqsh"),
+            ("container-mounts", "/scratch:/scratch,/data:/in:ro,/opt"),
+            ("container-workdir", "/scratch"),
+            ("container-writable", ""),
+            ("container-remap-root", ""),
+            ("container-mount-home", ""),
+            ("container-env", "MASTER_ADDR,WORLD_SIZE"),
+        ]);
+        assert_eq!(
+            f.run_args(Some("/home/ada")).unwrap().join(" "),
+            "run --image /images/pytorch.sqsh --job-env --writable -v /scratch:/scratch \
+             -v /data:/in:ro -v /opt:/opt -v /home/ada:/home/ada -w /scratch \
+             -e MASTER_ADDR -e WORLD_SIZE"
+        );
+        let later = flags(&[
+            ("container-image", "a.sqsh"),
+            ("container-writable", ""),
+            ("container-readonly", ""),
+        ]);
+        assert!(!later
+            .run_args(None)
+            .unwrap()
+            .contains(&"--writable".to_owned()));
+    }
+
+    #[test]
+    fn what_gpurun_does_not_carry_out_is_refused_with_the_reason() {
+        for (pairs, words) in [
+            (
+                &[("container-image", "docker://nvcr.io#nvidia/pytorch")][..],
+                "image files only",
+            ),
+            (
+                &[("container-image", "nvcr.io#nvidia/pytorch:24.01")][..],
+                "image files only",
+            ),
+            (&[("container-image", "ubuntu")][..], "gpurun import ubuntu"),
+            (
+                &[("container-image", "a.sqsh"), ("container-name", "x")][..],
+                "--container-name is not supported",
+            ),
+            (
+                &[("container-image", "a.sqsh"), ("container-save", "/s.sqsh")][..],
+                "not saved",
+            ),
+            (
+                &[("container-image", "a.sqsh"), ("container-entrypoint", "")][..],
+                "entrypoint",
+            ),
+            (
+                &[
+                    ("container-image", "a.sqsh"),
+                    ("container-mounts", "/a:/b:private"),
+                ][..],
+                "\"private\"",
+            ),
+            (
+                &[
+                    ("container-image", "a.sqsh"),
+                    ("container-mounts", "rel:/b"),
+                ][..],
+                "absolute",
+            ),
+            (
+                &[("container-image", "a.sqsh"), ("container-env", "A=1")][..],
+                "not values",
+            ),
+            (
+                &[("container-image", "a.sqsh"), ("container-mount-home", "")][..],
+                "no HOME",
+            ),
+        ] {
+            let err = flags(pairs).run_args(None).unwrap_err();
+            assert!(err.contains(words), "{pairs:?}: {err}");
+        }
+    }
+}
