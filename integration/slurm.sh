@@ -130,7 +130,6 @@ PlugStackConfig=$work/plugstack.conf
 EOF
 # gpurun's SPANK plugin, built beside the binary, as a site loads pyxis.
 plugin=$(dirname "$gpurun")/libspank_gpurun.so
-echo "required $plugin gpurun=$gpurun $(echo "$roots" | sed 's/--\([a-z-]*\) /\1=/g')" > "$work/plugstack.conf"
 echo "NodeName=$node Name=gpu File=$host/dev/nvidia[0-1]" > "$work/gres.conf"
 # Slurm 22.05 has no "disabled" cgroup plugin; v1 is what this host mounts.
 if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then
@@ -149,6 +148,10 @@ else
 fi
 printf 'ConstrainDevices=yes\nConstrainRAMSpace=yes\n' >> "$work/cgroup.conf"
 export SLURM_CONF="$work/slurm.conf"
+# plugstack.conf, named by slurm.conf's PlugStackConfig, with the site's
+# own lines in it already: setup adds gpurun's and keeps them.
+echo "# the site's plugins" > "$work/plugstack.conf"
+spank_setup=$("$gpurun" $roots setup slurm --spank "$plugin" 2>&1; echo "rc=$?")
 slurmctld -f "$SLURM_CONF" || { echo "slurm.sh: slurmctld did not start"; tail -5 "$work/slurmctld.log"; exit 1; }
 if [ -d /run/systemd/system ]; then
   # As its unit runs it: in a cgroup systemd delegates to it, from which
@@ -233,11 +236,19 @@ check "root: srun -n 2 --mpi=pmix: MPI_Allreduce across two containers gives 3 o
 rank 1 of 2: sum 3" "$out"
 
 # --- srun --container-image: pyxis's flags, through gpurun's SPANK plugin ---
+# Root's image runs through a loop device, a user's through FUSE (a guest
+# without udev loads no module on first use).
+modprobe -a -q loop squashfs fuse 2>/dev/null || true
 # A user's image runs through FUSE: /dev/fuse open to users, as udev makes
 # it on systemd hosts, and user_allow_other in /etc/fuse.conf, which
 # pyxis's default (your own uid inside) needs of a FUSE image, as the
 # admin's page says (both put back at the end).
 chmod 0666 /dev/fuse
+check_contains "setup slurm --spank registers the plugin" "rc=0" "$spank_setup"
+check "... in plugstack.conf, after the site's own lines" \
+  "# the site's plugins
+required $(readlink -f "$plugin") gpurun=$gpurun $(echo "$roots" | sed 's/--\([a-z-]*\) /\1=/g')" \
+  "$(grep -v "^# gpurun's" "$work/plugstack.conf" | grep .)"
 grep -qx user_allow_other /etc/fuse.conf 2>/dev/null || echo user_allow_other >> /etc/fuse.conf
 check "the plugin is loaded (srun --help lists --container-image)" yes \
   "$(srun --help 2>&1 | grep -q -- '--container-image' && echo yes || echo no)"

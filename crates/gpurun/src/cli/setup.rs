@@ -47,6 +47,12 @@ pub struct SetupArgs {
     /// $GPURUN_CONFIG, else /etc/gpurun/config.toml)
     #[arg(long, requires = "multi_tenant")]
     pub gpurun_config: Option<PathBuf>,
+    /// Slurm: register this SPANK plugin (spank_gpurun.so: pyxis's
+    /// --container-image and the other --container-* flags) in
+    /// plugstack.conf (slurm.conf's PlugStackConfig, else beside
+    /// slurm.conf) instead of writing oci.conf
+    #[arg(long, value_name = "PLUGIN")]
+    pub spank: Option<PathBuf>,
     /// Put back the config as it was before setup: the newest backup
     /// setup made, or no file where setup created it (Docker: the hook
     /// link to gpurun goes too)

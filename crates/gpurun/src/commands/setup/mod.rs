@@ -25,7 +25,7 @@ use lxc::{edit_lxc, lxc_hook_command, lxc_v2_device_majors};
 use podman::edit_podman;
 use slurm::{edit_slurm, slurm_command};
 
-fn default_config(engine: Engine) -> PathBuf {
+fn default_config(engine: Engine, spank: bool) -> PathBuf {
     let root = nix::unistd::geteuid().is_root();
     match engine {
         Engine::Containerd => "/etc/containerd/config.toml".into(),
@@ -34,6 +34,7 @@ fn default_config(engine: Engine) -> PathBuf {
         Engine::Podman => user_config_dir().join("containers/containers.conf"),
         Engine::Lxc if root => "/etc/lxc/default.conf".into(),
         Engine::Lxc => user_config_dir().join("lxc/default.conf"),
+        Engine::Slurm if spank => slurm::default_plugstack(),
         Engine::Slurm => slurm::default_oci_conf(),
         Engine::Crio => crio::DROP_IN.into(),
     }
@@ -136,7 +137,14 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
     let path = args
         .config
         .clone()
-        .unwrap_or_else(|| default_config(args.engine));
+        .unwrap_or_else(|| default_config(args.engine, args.spank.is_some()));
+    let plugin = match &args.spank {
+        Some(p) => Some(
+            fs::canonicalize(p)
+                .with_context(|| format!("--spank {}: build it with cargo build -p gpurun-spank", p.display()))?,
+        ),
+        None => None,
+    };
     let (old, existed) = read_or_empty(&path)?;
     let containerd_major = match args.engine {
         Engine::Containerd => installed_containerd_major(),
@@ -151,8 +159,12 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
             Engine::Podman => edit_podman(old, name, binary_str, args.default),
             Engine::Lxc => lxc_hook_command(binary_str, settings)
                 .map(|hook| edit_lxc(old, &hook, &lxc_v2_device_majors())),
-            Engine::Slurm => slurm_command(binary_str, &slurm_driver_flags(settings)?)
-                .map(|command| edit_slurm(old, &command)),
+            Engine::Slurm => match &plugin {
+                Some(plugin) => slurm::plugstack_line(plugin, binary_str, &slurm_driver_flags(settings)?)
+                    .map(|line| slurm::edit_plugstack(old, &line)),
+                None => slurm_command(binary_str, &slurm_driver_flags(settings)?)
+                    .map(|command| edit_slurm(old, &command)),
+            },
             Engine::Crio => crio_spec_dirs().and_then(|dirs| {
                 crio::edit_crio(
                     old,
@@ -170,6 +182,7 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
 
     let what = match args.engine {
         Engine::Lxc => "gpurun's LXC hooks".to_owned(),
+        Engine::Slurm if plugin.is_some() => "gpurun's SPANK plugin (srun --container-image)".to_owned(),
         Engine::Slurm => "gpurun as the runtime of srun --container".to_owned(),
         _ => format!("runtime {name:?}"),
     };
@@ -201,6 +214,9 @@ fn check_flags(args: &SetupArgs) -> Result<()> {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     {
         bail!("--runtime-name {name:?}: use letters, digits, '-' and '_'");
+    }
+    if args.spank.is_some() && args.engine != Engine::Slurm {
+        bail!("--spank is for Slurm: gpurun setup slurm --spank PLUGIN");
     }
     if args.multi_tenant && args.engine != Engine::Containerd {
         bail!(
@@ -238,6 +254,9 @@ fn next_steps(args: &SetupArgs, binary: &Path) -> Result<()> {
         Engine::Lxc => println!(
             "containers made from it get gpurun's hooks (for an existing one, run this with --config /var/lib/lxc/NAME/config); \
              then: lxc.environment = NVIDIA_VISIBLE_DEVICES=0 in its config"
+        ),
+        Engine::Slurm if args.spank.is_some() => println!(
+            "srun and slurmstepd read it at each step; then: srun --container-image=./app.sqsh --gres=gpu:1 nvidia-smi"
         ),
         Engine::Slurm => {
             if !args.dry_run {

@@ -24,6 +24,55 @@ pub fn default_oci_conf() -> PathBuf {
         .join("oci.conf")
 }
 
+/// The comment that opens gpurun's line in a plugstack.conf.
+const SPANK_MARK: &str = "# gpurun's SPANK plugin: srun --container-image (gpurun setup slurm --spank)";
+
+/// The plugstack.conf slurm.conf names (PlugStackConfig), else the one
+/// beside slurm.conf, where Slurm looks by default.
+pub fn default_plugstack() -> PathBuf {
+    let slurm_conf = std::env::var_os("SLURM_CONF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"));
+    let named = std::fs::read_to_string(&slurm_conf).ok().and_then(|text| {
+        text.lines().find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            key.trim()
+                .eq_ignore_ascii_case("PlugStackConfig")
+                .then(|| PathBuf::from(value.trim()))
+        })
+    });
+    named.unwrap_or_else(|| {
+        slurm_conf
+            .parent()
+            .unwrap_or(Path::new("/etc/slurm"))
+            .join("plugstack.conf")
+    })
+}
+
+/// The plugin's plugstack.conf line: `required PLUGIN gpurun=BINARY` and
+/// the driver locations, which Slurm splits on spaces.
+pub fn plugstack_line(plugin: &Path, binary: &str, driver_flags: &[(&str, PathBuf)]) -> Result<String> {
+    let mut words = vec![
+        "required".to_owned(),
+        plugin.display().to_string(),
+        format!("gpurun={binary}"),
+    ];
+    for (flag, path) in driver_flags {
+        words.push(format!("{}={}", flag.trim_start_matches('-'), path.display()));
+    }
+    if let Some(bad) = words.iter().find(|w| w.contains(char::is_whitespace)) {
+        bail!("{bad}: Slurm splits plugstack.conf lines on spaces; use paths without them");
+    }
+    Ok(words.join(" "))
+}
+
+/// gpurun's plugin line in a plugstack.conf, replacing one there was;
+/// other plugins' lines (pyxis's among them) stay.
+pub fn edit_plugstack(text: &str, line: &str) -> String {
+    let is_ours = |l: &str| l.trim() == SPANK_MARK || l.contains("spank_gpurun.so");
+    super::replace_lines(text, is_ours, &[SPANK_MARK.to_owned(), line.to_owned()])
+}
+
 /// gpurun's RunTime* lines in an oci.conf, replacing any there were (the
 /// create/start form among them: in Slurm 22.05 the container's init
 /// inherits the pipe slurmstepd reads RunTimeCreate's output from, so the
@@ -74,6 +123,26 @@ pub fn slurm_command(binary: &str, driver_flags: &[(&str, PathBuf)]) -> Result<S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plugin_line_is_replaced_and_other_plugins_kept() {
+        let line = plugstack_line(
+            Path::new("/usr/lib/gpurun/spank_gpurun.so"),
+            "/usr/bin/gpurun",
+            &[("--driver-root", PathBuf::from("/run/nvidia/driver"))],
+        )
+        .unwrap();
+        assert_eq!(
+            line,
+            "required /usr/lib/gpurun/spank_gpurun.so gpurun=/usr/bin/gpurun driver-root=/run/nvidia/driver"
+        );
+        let old = "optional /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so\nrequired /old/spank_gpurun.so gpurun=/x\n";
+        let new = edit_plugstack(old, &line);
+        assert!(new.starts_with("optional /usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so\n"));
+        assert_eq!(new.matches("spank_gpurun.so").count(), 1, "{new}");
+        assert_eq!(edit_plugstack(&new, &line), new);
+        assert!(plugstack_line(Path::new("/a b/p.so"), "/g", &[]).is_err());
+    }
 
     #[test]
     fn runtime_lines_are_replaced_and_the_rest_kept() {
