@@ -50,5 +50,5 @@ sh scripts/fixtures/cross-root.sh enter env $flags \
   CARGO_HOME="$cache/cargo-home" CARGO_TARGET_DIR="$PWD/target/release-$glibc" \
   LIBBPF_SYS_EXTRA_CFLAGS="-idirafter /usr/include" \
   PKG_CONFIG_ALLOW_CROSS=1 PKG_CONFIG_PATH_aarch64_unknown_linux_gnu=/usr/lib/aarch64-linux-gnu/pkgconfig \
-  cargo zigbuild --locked --profile "$profile" -p gpurun $targets >&2
+  cargo zigbuild --locked --profile "$profile" -p gpurun -p gpurun-spank $targets >&2
 for p in $paths; do echo "$p"; done

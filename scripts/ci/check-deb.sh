@@ -16,9 +16,9 @@ depends=$(dpkg-deb -f "$deb" Depends)
 echo "check-deb: Depends: $depends"
 # The manual the example config and gpurun's messages point at is shipped.
 contents=$(dpkg-deb -c "$deb")
-for page in usr/share/doc/gpurun/docs/config.md usr/share/doc/gpurun/SECURITY.md; do
+for page in usr/share/doc/gpurun/docs/config.md usr/share/doc/gpurun/SECURITY.md usr/lib/gpurun/spank_gpurun.so; do
   echo "$contents" | grep -q " \./$page\$" \
-    || { echo "check-deb: error: the package lacks /$page, which its docs name" >&2; exit 1; }
+    || { echo "check-deb: error: the package lacks /$page, which its docs name (README, hpc-admin.md)" >&2; exit 1; }
 done
 # The glibc the binary needs: its newest GLIBC_2.x version, and 2.36 for
 # packed relative relocations (GLIBC_ABI_DT_RELR, a version without a

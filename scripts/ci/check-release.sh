@@ -65,6 +65,11 @@ for arch in "$@"; do
   dpkg --compare-versions "$needed" le "$floor" || fail "$arch: the binary needs GLIBC_$needed, over the floor $floor"
   ! readelf -V "$binary" | grep -q GLIBC_ABI_DT_RELR || fail "$arch: the binary needs GLIBC_ABI_DT_RELR (glibc 2.36)"
   say "$arch: $(file -b "$binary" | cut -d, -f1-2); newest glibc symbol GLIBC_$needed; no DT_RELR"
+  plugin=$(dirname "$binary")/libspank_gpurun.so
+  file -b "$plugin" | grep -q "$machine" || fail "$plugin is not an $machine ELF: $(file -b "$plugin")"
+  needed=$(readelf -V "$plugin" | grep -o 'GLIBC_2\.[0-9]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+  dpkg --compare-versions "$needed" le "$floor" || fail "$arch: the SPANK plugin needs GLIBC_$needed, over the floor $floor"
+  say "$arch: the SPANK plugin's newest glibc symbol GLIBC_$needed"
   rm -rf "$work/pkgs"; mkdir -p "$work/pkgs"
   deb=$(GPURUN_PACKAGE_BINARY="$binary" sh scripts/package-deb.sh --arch "$arch")
   rpm=$(GPURUN_PACKAGE_BINARY="$binary" sh scripts/package-rpm.sh --arch "$rpm_arch")

@@ -16,6 +16,12 @@ stage_package_files() {
     *) strip_tool=strip ;;
   esac
   "$strip_tool" --strip-unneeded "$dir/usr/bin/gpurun"
+  # The SPANK plugin, built beside the binary (gpurun-spank), for Slurm's
+  # plugstack.conf (gpurun setup slurm --spank /usr/lib/gpurun/spank_gpurun.so).
+  plugin=$(dirname "$binary")/libspank_gpurun.so
+  [ -f "$plugin" ] || { echo "package: no $plugin beside the binary: build gpurun-spank too" >&2; return 1; }
+  install -D -m 0644 "$plugin" "$dir/usr/lib/gpurun/spank_gpurun.so"
+  "$strip_tool" --strip-unneeded "$dir/usr/lib/gpurun/spank_gpurun.so"
   docs_binary=$binary
   "$docs_binary" --version >/dev/null 2>&1 || docs_binary=${GPURUN_DOCS_BINARY:-target/debug/gpurun}
   [ -x "$docs_binary" ] || cargo build --locked -p gpurun >&2
