@@ -88,6 +88,48 @@ fn one_gpu_gets_its_node_only_and_nvidia_smi_reaches_the_driver() {
     }
 }
 
+/// With graphics, a GPU's DRM nodes come with the links udev makes on a
+/// host, `/dev/dri/by-path/pci-<bus>-card` and `-render`, each leading to
+/// that GPU's node: GPU 1 (0000:1b:00.0, card2 and renderD129) and none of
+/// GPU 0's, no link to a node left out; without graphics there is no
+/// /dev/dri. Root and a user.
+#[test]
+fn a_gpus_drm_nodes_are_found_by_their_pci_path() {
+    require_root!();
+    let probe = "for l in /dev/dri/by-path/*; do echo \"${l##*/} $(readlink $l) $([ -c $l ] && echo node)\"; done; \
+                 [ -e /dev/dri ] || echo no-dri";
+    for who in As::both() {
+        let graphics = run_gpu(
+            &who,
+            &[
+                "NVIDIA_VISIBLE_DEVICES=1",
+                "NVIDIA_DRIVER_CAPABILITIES=graphics,utility",
+            ],
+            &["sh", "-c", probe],
+            |_| {},
+        );
+        // The card node is 0660 root's on the fake host, as often the video
+        // group's: a user, who cannot open it, gets neither it nor its link.
+        let mut expected = vec!["pci-0000:1b:00.0-render ../renderD129 node"];
+        if who.user().is_none() {
+            expected.insert(0, "pci-0000:1b:00.0-card ../card2 node");
+        }
+        assert_eq!(lines(&graphics), expected, "{who:?}: {}", graphics.stderr);
+        let compute = run_gpu(
+            &who,
+            &["NVIDIA_VISIBLE_DEVICES=1"],
+            &["sh", "-c", probe],
+            |_| {},
+        );
+        assert_eq!(
+            lines(&compute).last(),
+            Some(&"no-dri"),
+            "{who:?}: {}",
+            compute.stderr
+        );
+    }
+}
+
 #[test]
 fn all_gets_every_node() {
     require_root!();

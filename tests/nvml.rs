@@ -33,7 +33,8 @@ fn gpu_info_reads_nvml_when_it_initialises() {
             "gpus": [
                 {"uuid": "GPU-11111111-2222-3333-4444-555555555555", "name": "NVIDIA A100-SXM4-40GB",
                  "minor": 3, "busId": "00000000:3B:00.0", "cc": [8, 0], "brand": 2,
-                 "migs": ["MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"]},
+                 "migs": ["MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee",
+                          {"uuid": "MIG-ffffffff-0000-0000-0000-000000000001", "profile": "1g.24gb+gfx"}]},
                 {"uuid": "GPU-66666666-7777-8888-9999-000000000000", "name": "NVIDIA H100 80GB HBM3",
                  "minor": 7, "busId": "00000000:5E:00.0", "cc": [9, 0], "brand": 14}
             ]
@@ -71,6 +72,9 @@ fn gpu_info_reads_nvml_when_it_initialises() {
         gpus[0]["migs"][0]["uuid"],
         "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
     );
+    // A MIG device's profile, from the end of its NVML name.
+    assert_eq!(gpus[0]["migs"][0].get("profile"), None);
+    assert_eq!(gpus[0]["migs"][1]["profile"], "1g.24gb+gfx");
     assert_eq!(gpus[1]["model"], "NVIDIA H100 80GB HBM3");
     assert_eq!(gpus[1]["arch"], "9.0");
 

@@ -6,7 +6,7 @@
 //! {"driverVersion": "535.309.01", "cudaVersion": 12020,
 //!  "gpus": [{"uuid": "GPU-…", "name": "NVIDIA H100", "minor": 0,
 //!            "busId": "00000000:1A:00.0", "cc": [9, 0], "brand": 14,
-//!            "migs": ["MIG-…"]}]}
+//!            "migs": ["MIG-…", {"uuid": "MIG-…", "profile": "1g.24gb+gfx"}]}]}
 //! ```
 //!
 //! Without the variable or with a bad file, `nvmlInit_v2` fails with
@@ -43,7 +43,24 @@ struct GpuConfig {
     cc: (c_int, c_int),
     brand: c_int,
     #[serde(default)]
-    migs: Vec<String>,
+    migs: Vec<MigConfig>,
+}
+
+/// A MIG device: its UUID, or its UUID and profile (which NVML puts at
+/// the end of the device's name).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum MigConfig {
+    Uuid(String),
+    Profiled { uuid: String, profile: String },
+}
+
+impl MigConfig {
+    fn uuid(&self) -> &str {
+        match self {
+            MigConfig::Uuid(uuid) | MigConfig::Profiled { uuid, .. } => uuid,
+        }
+    }
 }
 
 fn config() -> Option<&'static Config> {
@@ -61,7 +78,7 @@ fn handle(gpu: usize, mig: Option<usize>) -> *mut c_void {
     (((gpu + 1) << 8) | mig.map_or(0, |m| m + 1)) as *mut c_void
 }
 
-fn resolve(device: *mut c_void) -> Option<(&'static GpuConfig, Option<&'static String>)> {
+fn resolve(device: *mut c_void) -> Option<(&'static GpuConfig, Option<&'static MigConfig>)> {
     let raw = device as usize;
     let gpu = config()?.gpus.get((raw >> 8).checked_sub(1)?)?;
     match raw & 0xff {
@@ -158,7 +175,7 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(
     len: c_uint,
 ) -> c_int {
     match resolve(device) {
-        Some((_, Some(mig))) => write_str(out, len, mig),
+        Some((_, Some(mig))) => write_str(out, len, mig.uuid()),
         Some((gpu, None)) => write_str(out, len, &gpu.uuid),
         None => ERROR_INVALID_ARGUMENT,
     }
@@ -171,6 +188,9 @@ pub unsafe extern "C" fn nvmlDeviceGetName(
     len: c_uint,
 ) -> c_int {
     match resolve(device) {
+        Some((gpu, Some(MigConfig::Profiled { profile, .. }))) => {
+            write_str(out, len, &format!("{} MIG {profile}", gpu.name))
+        }
         Some((gpu, _)) => write_str(out, len, &gpu.name),
         None => ERROR_INVALID_ARGUMENT,
     }

@@ -155,8 +155,13 @@ pub fn apply_delivering(
     let mut mounts: Vec<Mount> = Vec::new();
 
     let linux = spec.linux_mut().get_or_insert_with(Default::default);
+    let mut left_out = Vec::new();
     match delivery {
-        NodeDelivery::Bind => mounts.extend(node_binds(plan)?),
+        NodeDelivery::Bind => {
+            let (binds, out) = node_binds(plan)?;
+            mounts.extend(binds);
+            left_out = out;
+        }
         NodeDelivery::Mknod => add_node_devices(linux, plan)?,
     }
     applied.device_mode = match delivery {
@@ -191,14 +196,40 @@ pub fn apply_delivering(
 
     // Environment: the plan's values win.
     spec_env::set_env(spec, &plan.env);
+    set_dev_links(spec, &plan.dev_links, &left_out)?;
     // Docker's toolkit hook: gpurun has done its work; it must not run.
     applied.hooks_dropped = drop_prestart_hooks(spec, &plan.drop_prestart_hooks);
     Ok(applied)
 }
 
-/// The host's device nodes as bind mounts.
-fn node_binds(plan: &Plan) -> Result<Vec<Mount>> {
+/// The annotation libcontainer (gpurun's patch 53) makes /dev links from.
+pub const DEV_LINKS_ANNOTATION: &str = "org.gpurun.dev-links";
+
+/// The plan's /dev links, for libcontainer to make once /dev is there;
+/// none to a node left out (`left_out`, container paths).
+fn set_dev_links(spec: &mut Spec, links: &[(String, String)], left_out: &[String]) -> Result<()> {
+    // The links are /dev/dri/by-path's, each to ../NODE in /dev/dri.
+    let to_node = |(_, target): &&(String, String)| {
+        let node = format!("/dev/dri/{}", target.trim_start_matches("../"));
+        !left_out.contains(&node)
+    };
+    let links: Vec<&(String, String)> = links.iter().filter(to_node).collect();
+    if links.is_empty() {
+        return Ok(());
+    }
+    let mut annotations = spec.annotations().clone().unwrap_or_default();
+    annotations.insert(
+        DEV_LINKS_ANNOTATION.to_owned(),
+        serde_json::to_string(&links)?,
+    );
+    spec.set_annotations(Some(annotations));
+    Ok(())
+}
+
+/// The host's device nodes as bind mounts, and the nodes left out.
+fn node_binds(plan: &Plan) -> Result<(Vec<Mount>, Vec<String>)> {
     let mut mounts = Vec::new();
+    let mut left_out = Vec::new();
     for node in &plan.device_nodes {
         // A DRM card node is often the video group's alone, while its
         // render node is open to all: one this user cannot open is left
@@ -206,6 +237,7 @@ fn node_binds(plan: &Plan) -> Result<Vec<Mount>> {
         // the user cannot open is an error the runtime names.
         if node.path.starts_with("/dev/dri/") && !can_open(&node.host_path) {
             tracing::debug!("{} left out: this user cannot open it", node.path);
+            left_out.push(node.path.clone());
             continue;
         }
         mounts.push(bind(
@@ -214,7 +246,7 @@ fn node_binds(plan: &Plan) -> Result<Vec<Mount>> {
             &["bind".into(), "nosuid".into(), "noexec".into()],
         )?);
     }
-    Ok(mounts)
+    Ok((mounts, left_out))
 }
 
 /// The device nodes as `linux.devices`, made by the runtime with mknod;

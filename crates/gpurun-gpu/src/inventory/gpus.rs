@@ -32,6 +32,10 @@ pub struct MigDevice {
     pub gpu_instance: Option<u32>,
     pub compute_instance: Option<u32>,
     pub nodes: Vec<DeviceNode>,
+    /// Its profile as NVML names it (`1g.10gb`, `1g.24gb+gfx`): `+gfx`
+    /// ones have a graphics engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -589,6 +589,7 @@ fn attach_mig_nodes(gpu: &mut Gpu, proc_root: &Path, nodes: &[DeviceNode]) {
                 gpu_instance: Some(gi),
                 compute_instance: Some(ci),
                 nodes: list,
+                profile: None,
             }),
         }
     }

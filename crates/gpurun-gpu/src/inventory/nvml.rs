@@ -153,6 +153,7 @@ pub fn query_library(lib: &Path) -> Option<NvmlFacts> {
                             gpu_instance: None,
                             compute_instance: None,
                             nodes: Vec::new(),
+                            profile: mig.name().ok().as_deref().and_then(mig_profile),
                         });
                     }
                 }
@@ -181,4 +182,30 @@ pub fn query_library(lib: &Path) -> Option<NvmlFacts> {
     })();
     let _ = nvml.shutdown();
     facts
+}
+
+/// A MIG device's profile from its NVML name, "<GPU> MIG <profile>"
+/// ("NVIDIA RTX PRO 6000 Blackwell MIG 1g.24gb+gfx" → "1g.24gb+gfx").
+pub(crate) fn mig_profile(name: &str) -> Option<String> {
+    name.rsplit_once(" MIG ")
+        .map(|(_, p)| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mig_profile;
+
+    #[test]
+    fn a_mig_devices_profile_is_the_end_of_its_nvml_name() {
+        assert_eq!(
+            mig_profile("NVIDIA RTX PRO 6000 Blackwell MIG 1g.24gb+gfx").as_deref(),
+            Some("1g.24gb+gfx")
+        );
+        assert_eq!(
+            mig_profile("NVIDIA A100-SXM4-40GB MIG 1g.5gb").as_deref(),
+            Some("1g.5gb")
+        );
+        assert_eq!(mig_profile("NVIDIA H100 80GB HBM3"), None);
+    }
 }

@@ -45,6 +45,10 @@ pub struct Plan {
     /// A musl image's `/etc/ld-musl-<arch>.path`, where its loader would
     /// not find the injected libraries otherwise.
     pub musl_path: Option<crate::plan::musl::MuslPath>,
+    /// Links made in the container's /dev: (LINK relative to /dev,
+    /// TARGET), the DRM nodes' `dri/by-path` links udev makes on a host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dev_links: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -373,6 +377,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
     } else {
         groups_needed(&nodes)
     };
+    let dev_links = drm_by_path_links(&gpus, &nodes);
     Ok(Plan {
         driver_version: inv.driver_version.clone(),
         gpus: gpus
@@ -394,7 +399,68 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         cuda_compat,
         device_groups,
         musl_path,
+        dev_links,
     })
+}
+
+/// Whether a GPU given for graphics or display gets its DRM nodes: given
+/// whole, yes; through its MIG devices only, when one of them is of a
+/// profile with graphics (`+gfx`, as the device plugin and the toolkit
+/// give them): the GPU's other MIG devices have no graphics engine.
+fn drm_for(gpu: &Gpu, devices: &DeviceSelection) -> bool {
+    let DeviceSelection::List(refs) = devices else {
+        return true;
+    };
+    let mine: Vec<&crate::inventory::MigDevice> = refs
+        .iter()
+        .filter_map(|r| match r {
+            DeviceRef::MigIndex { gpu: g, mig } if *g == gpu.index => {
+                gpu.migs.iter().find(|m| m.index == *mig)
+            }
+            DeviceRef::MigUuid { uuid } => gpu.migs.iter().find(|m| m.uuid == *uuid),
+            _ => None,
+        })
+        .collect();
+    let whole = refs.iter().any(|r| match r {
+        DeviceRef::Index { index } => *index == gpu.index,
+        DeviceRef::Uuid { uuid } => *uuid == gpu.uuid,
+        DeviceRef::Cdi { .. } => true,
+        DeviceRef::MigIndex { .. } | DeviceRef::MigUuid { .. } => false,
+    });
+    whole
+        || mine.is_empty()
+        || mine
+            .iter()
+            .any(|m| m.profile.as_deref().is_some_and(|p| p.contains("+gfx")))
+}
+
+/// `/dev/dri/by-path/pci-<bus>-card` and `-render` for each GPU's DRM
+/// nodes the container gets, pointing at them, as udev names them on the
+/// host and as the NVIDIA toolkit links them (applications and Vulkan's
+/// device selection look a GPU's node up by its PCI address).
+pub fn drm_by_path_links(gpus: &[&Gpu], nodes: &[DeviceNode]) -> Vec<(String, String)> {
+    let mut links = Vec::new();
+    for gpu in gpus {
+        for node in gpu.drm_nodes.iter().filter(|n| nodes.contains(n)) {
+            let Some(name) = node.path.strip_prefix("/dev/dri/") else {
+                continue;
+            };
+            let kind = if name.starts_with("renderD") {
+                "render"
+            } else {
+                "card"
+            };
+            let bus = crate::inventory::sysfs_bus_id(&gpu.pci_bus_id)
+                .unwrap_or_else(|| gpu.pci_bus_id.to_ascii_lowercase());
+            links.push((
+                format!("dri/by-path/pci-{bus}-{kind}"),
+                format!("../{name}"),
+            ));
+        }
+    }
+    links.sort();
+    links.dedup();
+    links
 }
 
 /// The groups a process needs to open `nodes`, each once, in order.
@@ -452,7 +518,7 @@ fn device_nodes(
         }
     }
     for gpu in gpus {
-        if wants_drm {
+        if wants_drm && drm_for(gpu, &req.devices) {
             nodes.extend(gpu.drm_nodes.iter().cloned());
         }
         match &gpu.node {
@@ -847,6 +913,7 @@ mod tests {
                         node("/dev/nvidia-caps/nvidia-cap12", 508, 12),
                         node("/dev/nvidia-caps/nvidia-cap13", 508, 13),
                     ],
+                    profile: Some("1g.5gb".into()),
                 }],
             }],
             control_nodes: vec![node("/dev/nvidiactl", 195, 255)],
@@ -910,6 +977,63 @@ mod tests {
         }
         let err = make(&inv, &request(&["NVIDIA_VISIBLE_DEVICES=0:5"]), None).unwrap_err();
         assert!(err.to_string().contains("no MIG device 0:5"), "{err}");
+    }
+
+    /// With graphics, a GPU given whole gets its DRM nodes and their
+    /// by-path links; given through a MIG device, only when the device's
+    /// profile has graphics (`+gfx`).
+    #[test]
+    fn drm_nodes_come_with_a_whole_gpu_or_a_gfx_mig_device() {
+        let mut inv = inventory(PathBuf::from("/nonexistent"));
+        let gpu = &mut inv.gpus[0];
+        gpu.drm_nodes = vec![
+            node("/dev/dri/card1", 226, 1),
+            node("/dev/dri/renderD128", 226, 128),
+        ];
+        let mut gfx = gpu.migs[0].clone();
+        (gfx.index, gfx.uuid, gfx.profile) = (
+            1,
+            "MIG-ffffffff-0000-0000-0000-000000000001".into(),
+            Some("1g.24gb+gfx".into()),
+        );
+        gpu.migs.push(gfx);
+        let drm = |sel: &str| {
+            let req = request(&[
+                &format!("NVIDIA_VISIBLE_DEVICES={sel}"),
+                "NVIDIA_DRIVER_CAPABILITIES=graphics,utility",
+            ]);
+            let plan = make(&inv, &req, None).unwrap();
+            let nodes: Vec<String> = paths(&plan)
+                .into_iter()
+                .filter(|p| p.starts_with("/dev/dri/"))
+                .map(str::to_owned)
+                .collect();
+            (nodes, plan.dev_links)
+        };
+        let with_drm = (
+            vec![
+                "/dev/dri/card1".to_owned(),
+                "/dev/dri/renderD128".to_owned(),
+            ],
+            vec![
+                (
+                    "dri/by-path/pci-0000:3b:00.0-card".to_owned(),
+                    "../card1".to_owned(),
+                ),
+                (
+                    "dri/by-path/pci-0000:3b:00.0-render".to_owned(),
+                    "../renderD128".to_owned(),
+                ),
+            ],
+        );
+        assert_eq!(drm("0"), with_drm, "the whole GPU");
+        assert_eq!(drm("0:1"), with_drm, "a +gfx MIG device");
+        assert_eq!(drm("MIG-ffffffff-0000-0000-0000-000000000001"), with_drm);
+        assert_eq!(
+            drm("0:0"),
+            (vec![], vec![]),
+            "a MIG device without graphics"
+        );
     }
 
     /// On aarch64 the libraries go to the image's aarch64 multiarch

@@ -139,10 +139,12 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
         .clone()
         .unwrap_or_else(|| default_config(args.engine, args.spank.is_some()));
     let plugin = match &args.spank {
-        Some(p) => Some(
-            fs::canonicalize(p)
-                .with_context(|| format!("--spank {}: build it with cargo build -p gpurun-spank", p.display()))?,
-        ),
+        Some(p) => Some(fs::canonicalize(p).with_context(|| {
+            format!(
+                "--spank {}: build it with cargo build -p gpurun-spank",
+                p.display()
+            )
+        })?),
         None => None,
     };
     let (old, existed) = read_or_empty(&path)?;
@@ -160,8 +162,10 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
             Engine::Lxc => lxc_hook_command(binary_str, settings)
                 .map(|hook| edit_lxc(old, &hook, &lxc_v2_device_majors())),
             Engine::Slurm => match &plugin {
-                Some(plugin) => slurm::plugstack_line(plugin, binary_str, &slurm_driver_flags(settings)?)
-                    .map(|line| slurm::edit_plugstack(old, &line)),
+                Some(plugin) => {
+                    slurm::plugstack_line(plugin, binary_str, &slurm_driver_flags(settings)?)
+                        .map(|line| slurm::edit_plugstack(old, &line))
+                }
                 None => slurm_command(binary_str, &slurm_driver_flags(settings)?)
                     .map(|command| edit_slurm(old, &command)),
             },
@@ -182,7 +186,9 @@ pub fn setup(args: SetupArgs, settings: &crate::runtime::context::Settings) -> R
 
     let what = match args.engine {
         Engine::Lxc => "gpurun's LXC hooks".to_owned(),
-        Engine::Slurm if plugin.is_some() => "gpurun's SPANK plugin (srun --container-image)".to_owned(),
+        Engine::Slurm if plugin.is_some() => {
+            "gpurun's SPANK plugin (srun --container-image)".to_owned()
+        }
         Engine::Slurm => "gpurun as the runtime of srun --container".to_owned(),
         _ => format!("runtime {name:?}"),
     };

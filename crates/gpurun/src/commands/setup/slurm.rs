@@ -25,7 +25,8 @@ pub fn default_oci_conf() -> PathBuf {
 }
 
 /// The comment that opens gpurun's line in a plugstack.conf.
-const SPANK_MARK: &str = "# gpurun's SPANK plugin: srun --container-image (gpurun setup slurm --spank)";
+const SPANK_MARK: &str =
+    "# gpurun's SPANK plugin: srun --container-image (gpurun setup slurm --spank)";
 
 /// The plugstack.conf slurm.conf names (PlugStackConfig), else the one
 /// beside slurm.conf, where Slurm looks by default.
@@ -51,14 +52,22 @@ pub fn default_plugstack() -> PathBuf {
 
 /// The plugin's plugstack.conf line: `required PLUGIN gpurun=BINARY` and
 /// the driver locations, which Slurm splits on spaces.
-pub fn plugstack_line(plugin: &Path, binary: &str, driver_flags: &[(&str, PathBuf)]) -> Result<String> {
+pub fn plugstack_line(
+    plugin: &Path,
+    binary: &str,
+    driver_flags: &[(&str, PathBuf)],
+) -> Result<String> {
     let mut words = vec![
         "required".to_owned(),
         plugin.display().to_string(),
         format!("gpurun={binary}"),
     ];
     for (flag, path) in driver_flags {
-        words.push(format!("{}={}", flag.trim_start_matches('-'), path.display()));
+        words.push(format!(
+            "{}={}",
+            flag.trim_start_matches('-'),
+            path.display()
+        ));
     }
     if let Some(bad) = words.iter().find(|w| w.contains(char::is_whitespace)) {
         bail!("{bad}: Slurm splits plugstack.conf lines on spaces; use paths without them");

@@ -170,6 +170,11 @@ impl RootFS {
             devicer.create_devices(root.as_fd(), &default_devices(), bind_devices)
         }?;
 
+        // gpurun patch 53: the links the spec asks for, once the nodes
+        // they point at are there.
+        for (link, target) in super::symlink::dev_links(spec)? {
+            super::symlink::link_in_dev(root.as_fd(), &link, &target)?;
+        }
         symlinker.setup_ptmx(dev.as_fd())?;
         Ok(())
     }

@@ -109,6 +109,47 @@ impl Symlink {
     }
 }
 
+/// gpurun patch 53: the links in /dev a spec asks for, as a JSON array of
+/// `[LINK, TARGET]` with LINK relative to /dev (the DRM nodes'
+/// `dri/by-path/pci-<bus>-card -> ../card1`, which udev makes on a host).
+pub const DEV_LINKS_ANNOTATION: &str = "org.gpurun.dev-links";
+
+/// The annotation's links: each LINK a plain relative path (no `..`, not
+/// absolute), so that it stays in /dev.
+pub fn dev_links(spec: &oci_spec::runtime::Spec) -> Result<Vec<(std::path::PathBuf, String)>> {
+    use std::path::Component;
+    let Some(text) = spec.annotations().as_ref().and_then(|a| a.get(DEV_LINKS_ANNOTATION)) else {
+        return Ok(Vec::new());
+    };
+    let links: Vec<(String, String)> = serde_json::from_str(text).map_err(|e| SymlinkError::Other {
+        msg: format!("annotation {DEV_LINKS_ANNOTATION}: {e}"),
+    })?;
+    links
+        .into_iter()
+        .map(|(link, target)| {
+            let path = std::path::PathBuf::from(&link);
+            let plain = path.components().all(|c| matches!(c, Component::Normal(_)));
+            if !plain || path.file_name().is_none() {
+                return Err(SymlinkError::Other {
+                    msg: format!("annotation {DEV_LINKS_ANNOTATION}: {link:?} is not a path in /dev"),
+                });
+            }
+            Ok((path, target))
+        })
+        .collect()
+}
+
+/// Makes `/dev/LINK -> TARGET` in the container's root (`root`), its
+/// folders made inside the root as /dev is.
+pub fn link_in_dev(root: BorrowedFd, link: &Path, target: &str) -> Result<()> {
+    let parent = Path::new("/dev").join(link.parent().unwrap_or(Path::new("")));
+    let dir = crate::rootfs::in_root::dir_in_root(root, &parent, 0o755).map_err(|e| SymlinkError::Other {
+        msg: format!("{}: {e}", parent.display()),
+    })?;
+    let name = link.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    link_in(std::os::fd::AsFd::as_fd(&dir), target, name)
+}
+
 /// A symlink `name` -> `target` in the directory `dir`; as runc, an entry
 /// already there (a `/dev` kept from an earlier run) is left as it is.
 fn link_in(dir: BorrowedFd, target: &str, name: &str) -> Result<()> {
@@ -131,6 +172,24 @@ mod tests {
     use crate::syscall::linux::LinuxSyscall;
     #[cfg(feature = "v1")]
     use anyhow::{Context, Result};
+
+    /// gpurun patch 53: the annotation's links, each to stay in /dev.
+    #[test]
+    fn dev_links_are_plain_paths_in_dev() {
+        let spec = |links: &str| {
+            let mut spec = oci_spec::runtime::Spec::default();
+            spec.set_annotations(Some(
+                [(DEV_LINKS_ANNOTATION.to_owned(), links.to_owned())].into(),
+            ));
+            spec
+        };
+        let links = dev_links(&spec(r#"[["dri/by-path/pci-0000:1a:00.0-card","../card1"]]"#)).unwrap();
+        assert_eq!(links, [(PathBuf::from("dri/by-path/pci-0000:1a:00.0-card"), "../card1".to_owned())]);
+        for bad in [r#"[["../etc/x","y"]]"#, r#"[["/etc/x","y"]]"#, r#"[["a/../b","y"]]"#, "not json"] {
+            assert!(dev_links(&spec(bad)).is_err(), "{bad}");
+        }
+        assert!(dev_links(&oci_spec::runtime::Spec::default()).unwrap().is_empty());
+    }
 
     fn dev_of(rootfs: &Path) -> std::os::fd::OwnedFd {
         let root = crate::rootfs::in_root::open_root(rootfs).unwrap();
