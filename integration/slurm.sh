@@ -34,7 +34,13 @@ make_work() { # DIR
   # The same roots as image files, for srun --container-image.
   mksquashfs "$1/rootfs-plain" "$1/app.sqsh" -quiet -no-progress >/dev/null
   mksquashfs "$1/rootfs-mpi" "$1/mpi.sqsh" -quiet -no-progress >/dev/null
-  chmod 644 "$1/app.sqsh" "$1/mpi.sqsh"
+  # An image with an environment of its own, as import -o FILE.sqsh keeps it.
+  cp -a "$1/rootfs-plain" "$1/rootfs-env"
+  mkdir -p "$1/rootfs-env/.gpurun"
+  echo '{"config": {"Env": ["PATH=/usr/bin:/bin", "IMAGE_VALUE=image", "BOTH=image"]}}' \
+    > "$1/rootfs-env/.gpurun/image-config.json"
+  mksquashfs "$1/rootfs-env" "$1/env.sqsh" -quiet -no-progress >/dev/null
+  chmod 644 "$1/app.sqsh" "$1/mpi.sqsh" "$1/env.sqsh"
 }
 # --fixtures DIR: only those, for a guest that runs this suite among others
 # (integration/systemd.sh's bookworm guest).
@@ -271,6 +277,13 @@ data
 0" "$out"
   out=$(run_as "JOB_VALUE=kept srun --quiet --container-image=$work/app.sqsh sh -c 'echo \$JOB_VALUE \${SLURM_STEP_ID:+step}'" 2>&1)
   check "$who: the job's environment reaches the task, as under pyxis" "kept step" "$out"
+  out=$(run_as "IMAGE_VALUE=job BOTH=job srun --quiet --container-image=$work/env.sqsh --container-env=BOTH sh -c 'echo \$IMAGE_VALUE \$BOTH'" 2>&1)
+  check "$who: the image's variables win, but for those --container-env names" "image job" "$out"
+  # shellcheck disable=SC2016
+  mounted='grep -c " $HOME " /proc/self/mountinfo; true'
+  out=$(run_as "srun --quiet --container-image=$work/app.sqsh --container-mount-home sh -c '$mounted'; srun --quiet --container-image=$work/app.sqsh sh -c '$mounted'" 2>&1)
+  check "$who: \$HOME bound with --container-mount-home, not without" "1
+0" "$out"
   out=$(run_as "srun --quiet --container-image=$work/app.sqsh sh -c 'exit 3'; echo rc=\$?" 2>&1 | tail -1)
   check "$who: the task's exit status is srun's" "rc=3" "$out"
   out=$(run_as "srun --quiet --container-image=$work/app.sqsh --container-name=x true; echo rc=\$?" 2>&1)
