@@ -192,7 +192,19 @@ if wait_for ctr version; then
   check "containerd 2 CRI: a GPU by CDI name, its edits applied once" "/dev/nvidia1 smi=9
 1
 void" "$(printf '%s\n' "$out" | grep -E '^(/dev/nvidia|[0-9]+$|void)' | head -3)"
-  rm -f /var/run/cdi/nvidia.json
+  # The GPU Operator's own pods (DCGM, feature discovery) in CDI mode ask
+  # for the management device: every GPU's node and the control nodes,
+  # from the management spec gpurun writes, applied by containerd 2.
+  GPURUN_CONFIG="$work/gpurun.toml" "$gpurun" gpu cdi --kind management.nvidia.com/gpu \
+    --hook-program nvidia-cdi-hook -o /var/run/cdi/management.json >/dev/null
+  out=$(CRI_CLIENT_CDI_DEVICES=management.nvidia.com/gpu=all RUST_BACKTRACE=0 "$cri" "$sock" gpurun \
+    "docker.io/$glibc:latest" "$work/pod-logs-mgmt" "$once; [ -c /dev/nvidia-uvm-tools ] && echo uvm-tools" 2>&1)
+  check "containerd 2 CRI: the management device (GPU Operator pods): every GPU, uvm-tools, edits once" \
+    "/dev/nvidia0 /dev/nvidia1 smi=9
+1
+void
+uvm-tools" "$(printf '%s\n' "$out" | grep -E '^(/dev/nvidia|[0-9]+$|void|uvm-tools)' | head -4)"
+  rm -f /var/run/cdi/nvidia.json /var/run/cdi/management.json
   # hostUsers: false: the pod in a user namespace of its own (ids from
   # 3000000, and a network of its own), a GPU by env and a host volume, which containerd 2 asks the
   # runtime to idmap (it reads `features` for that): root in the pod
