@@ -741,7 +741,7 @@ fn a_squashfs_image_runs_in_place_read_only_or_writable_on_request() {
         );
         assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
         assert!(mounts_mentioning(&image_arg).is_empty());
-        assert!(mounts_mentioning("@image").is_empty());
+        assert!(mounts_mentioning(&rt.root.to_string_lossy()).is_empty());
         assert!(
             loops_backed_by(&image).is_empty(),
             "{:?}",
@@ -1009,15 +1009,22 @@ impl Drop for FuseOpenToUsers {
     }
 }
 
-/// The test user's FUSE daemons still running.
-fn fuse_daemons_of(user: &TestUser) -> Vec<String> {
-    let out = run_cmd(
-        Command::new("pgrep")
-            .args(["-u", &user.uid.to_string(), "-l"])
-            .args(["^(squashfuse|fuse-overlayfs)$"]),
-        TIMEOUT,
-    );
-    out.stdout.lines().map(str::to_owned).collect()
+/// The FUSE daemons still serving mounts under `state_root`.
+fn fuse_daemons_under(state_root: &Path) -> Vec<String> {
+    let root = state_root.to_string_lossy().into_owned();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|p| {
+            let comm = fs::read_to_string(p.path().join("comm")).ok()?;
+            let argv = fs::read(p.path().join("cmdline")).ok()?;
+            let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+            let daemon = matches!(comm.trim(), "squashfuse" | "fuse-overlayfs");
+            (daemon && argv.contains(&root)).then_some(argv)
+        })
+        .collect()
 }
 
 /// A user's `run --image`, of a squashfs file and of a SIF file, mounts
@@ -1059,8 +1066,8 @@ fn a_users_squashfs_and_sif_images_run_in_place_through_fuse() {
                 out.stderr
             );
             assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
-            assert!(mounts_mentioning("@image").is_empty());
-            assert!(fuse_daemons_of(&test_user).is_empty());
+            assert!(mounts_mentioning(&rt.root.to_string_lossy()).is_empty());
+            assert!(fuse_daemons_under(&rt.root).is_empty());
         }
         assert!(
             fs::read(image).unwrap() == before,
@@ -1117,12 +1124,12 @@ fn a_users_killed_image_run_is_cleaned_up_by_delete() {
     assert_eq!(mounts_mentioning(&format!("{id}@image")).len(), 2);
     let deleted = rt.run(["delete", "--force", &id]);
     assert_eq!(deleted.code, 0, "{}", deleted.stderr);
-    assert!(mounts_mentioning("@image").is_empty());
+    assert!(mounts_mentioning(&rt.root.to_string_lossy()).is_empty());
     let gone = (0..100).any(|_| {
         std::thread::sleep(Duration::from_millis(50));
-        fuse_daemons_of(&test_user).is_empty()
+        fuse_daemons_under(&rt.root).is_empty()
     });
-    assert!(gone, "daemons left: {:?}", fuse_daemons_of(&test_user));
+    assert!(gone, "daemons left: {:?}", fuse_daemons_under(&rt.root));
     assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
 
     drop(fuse);
