@@ -162,17 +162,13 @@ pub struct PreparedBundle {
     pub dir: PathBuf,
     pub user_bundle: PathBuf,
     pub spec: Spec,
-    /// Held by this create and inherited by every process it forks, so a
-    /// `delete --force` after a killed create can wait for them all.
-    _creator_lock: Option<fs::File>,
+    /// The `@creating` directory, its creator lock held by this create
+    /// and inherited by every process it forks, so a `delete --force`
+    /// after a killed create can wait for them all. Dropping it removes
+    /// the copy.
+    _claim: containers::ClaimedDir,
     /// The config has no `process`: the container can be created, not started.
     pub no_process: bool,
-}
-
-impl Drop for PreparedBundle {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
 }
 
 pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
@@ -217,26 +213,20 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
 /// Takes the id: makes its creating dir, the lock that lets exactly one
 /// create of this id past, and holds the creator lock in it.
 fn claim(opts: &CreateOptions, user_bundle: PathBuf) -> Result<PreparedBundle> {
-    let dir = containers::creating_dir(opts.root, opts.id);
-    // The container's own: its config holds the process's environment.
-    match std::os::unix::fs::DirBuilderExt::mode(&mut fs::DirBuilder::new(), 0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+    let Some(claim) = containers::claim_creating_dir(opts.root, opts.id)? else {
+        bail!(
             "container {:?} is being created by another gpurun; if that one died, run \"gpurun delete --force {}\"",
             opts.id,
             opts.id
-        ),
-        Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
-    }
-    // Made before anything can fail, so its Drop removes the dir.
-    let mut prepared = PreparedBundle {
-        _creator_lock: None,
+        );
+    };
+    let prepared = PreparedBundle {
+        dir: claim.path.clone(),
+        _claim: claim,
         no_process: false,
-        dir,
         user_bundle,
         spec: Spec::default(),
     };
-    prepared._creator_lock = Some(containers::lock_creator(&prepared.dir)?);
     if containers::exists(opts.root, opts.id) || containers::state_dir(opts.root, opts.id).exists()
     {
         bail!(

@@ -39,25 +39,135 @@ pub fn creating_dir(root: &Path, id: &str) -> PathBuf {
 /// container's process, where close-on-exec drops it).
 const CREATOR_LOCK: &str = "creator.lock";
 
-/// Takes the lock before the file has its name: a `delete --force` that
-/// finds `creator.lock` never finds it unlocked while the create lives (it
-/// would take the create for a dead one and remove its directory).
+/// An id's `@creating` directory, held by this process (a create, or a
+/// forced delete) with the creator lock in it. Dropping it removes the
+/// directory, if it is still this one: a directory another gpurun put
+/// under the name since (after taking this one for a dead create's) is
+/// left alone.
+pub struct ClaimedDir {
+    pub path: PathBuf,
+    identity: (u64, u64),
+    _lock: std::fs::File,
+}
+
+impl Drop for ClaimedDir {
+    fn drop(&mut self) {
+        if dir_identity(&self.path) == Some(self.identity) {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Claims the id's `@creating` directory: None if another gpurun holds
+/// it. The directory is made under a name of this process's own, with
+/// the creator lock taken and named in it, and then renamed into place
+/// without replacing anything: no other gpurun ever finds the directory
+/// without its held lock (and takes it for a dead create's).
+pub fn claim_creating_dir(root: &Path, id: &str) -> Result<Option<ClaimedDir>> {
+    use std::os::unix::fs::DirBuilderExt;
+    let path = creating_dir(root, id);
+    let unnamed = root.join(format!("{id}{CREATING_SUFFIX}.{}", std::process::id()));
+    // The container's own: its config holds the process's environment.
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&unnamed)
+        .with_context(|| format!("create {}", unnamed.display()))?;
+    let claimed = lock_creator(&unnamed).and_then(|lock| {
+        let identity = dir_identity(&unnamed).context("a directory just made is gone")?;
+        Ok((lock, identity))
+    });
+    let (lock, identity) = match claimed {
+        Ok(claimed) => claimed,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&unnamed);
+            return Err(e);
+        }
+    };
+    match rename_no_replace(&unnamed, &path) {
+        Ok(()) => Ok(Some(ClaimedDir {
+            path,
+            identity,
+            _lock: lock,
+        })),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&unnamed);
+            match e.raw_os_error() {
+                Some(libc::EEXIST) | Some(libc::ENOTEMPTY) => Ok(None),
+                _ => Err(e).with_context(|| format!("create {}", path.display())),
+            }
+        }
+    }
+}
+
+/// What creates of `id` killed before their claim was renamed into place
+/// left: the unnamed directories of processes that are gone.
+fn remove_dead_claims(root: &Path, id: &str) {
+    let prefix = format!("{id}{CREATING_SUFFIX}.");
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if start_time(pid).is_none() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A directory's device and inode, without following a link.
+fn dir_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.is_dir())
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// `renameat2(RENAME_NOREPLACE)`: fails with EEXIST where `to` exists,
+/// even as an empty directory (which a plain rename would replace).
+fn rename_no_replace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let from = std::ffi::CString::new(from.as_os_str().as_bytes())?;
+    let to = std::ffi::CString::new(to.as_os_str().as_bytes())?;
+    // SAFETY: two NUL-terminated paths that outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Takes the creator lock in a directory no other gpurun can see yet.
 /// The file names its holder (pid and start time), so that a create killed
 /// while its children live on (holding the lock) is known for dead.
-pub fn lock_creator(creating_dir: &Path) -> Result<std::fs::File> {
+fn lock_creator(dir: &Path) -> Result<std::fs::File> {
     use std::io::Write;
-    let path = creating_dir.join(CREATOR_LOCK);
-    let unnamed = creating_dir.join(format!("{CREATOR_LOCK}.new"));
+    let path = dir.join(CREATOR_LOCK);
     let mut file =
-        std::fs::File::create(&unnamed).with_context(|| format!("create {}", unnamed.display()))?;
+        std::fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
     if !try_lock(&file) {
-        bail!("{} is locked by another gpurun", unnamed.display());
+        bail!("{} is locked by another gpurun", path.display());
     }
     let me = std::process::id() as i32;
     if let Some(start) = start_time(me) {
         let _ = write!(file, "{me} {start}");
     }
-    std::fs::rename(&unnamed, &path).with_context(|| format!("create {}", path.display()))?;
     Ok(file)
 }
 
@@ -206,60 +316,30 @@ fn still_linked(dir: &std::fs::File) -> bool {
     dir.metadata().is_ok_and(|m| m.nlink() > 0)
 }
 
-/// The id's working directory held by a forced `delete` (see `hold_id`);
-/// removed when dropped.
-pub struct HeldId {
-    dir: PathBuf,
-    _lock: std::fs::File,
-}
-
-impl Drop for HeldId {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// Takes the id's `@creating` directory, the lock a create takes, waiting
 /// up to ten seconds for a live create (or delete) to end and removing
 /// one a killed create left.
-pub fn hold_id(root: &Path, id: &str) -> Result<HeldId> {
+pub fn hold_id(root: &Path, id: &str) -> Result<ClaimedDir> {
     let dir = creating_dir(root, id);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {
-                return match lock_creator(&dir) {
-                    Ok(lock) => Ok(HeldId { dir, _lock: lock }),
-                    Err(e) => {
-                        let _ = std::fs::remove_dir_all(&dir);
-                        Err(e)
-                    }
-                };
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let cgroup = load(root, id)
-                    .ok()
-                    .and_then(|c| c.spec().ok())
-                    .map(|config| config.cgroup_path);
-                if !create_is_live(&dir) {
-                    end_create(id, &dir, cgroup.as_deref(), true);
-                    let _ = std::fs::remove_dir_all(&dir);
-                    continue;
-                }
-                if std::time::Instant::now() > deadline {
-                    bail!(
-                        "container {id:?} is being created or deleted by another gpurun: try again"
-                    );
-                }
-                end_create(id, &dir, cgroup.as_deref(), false);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-                "container {id:?} does not exist in {}: see \"{}\"",
-                root.display(),
-                crate::runtime::state::state_dir::list_command(root)
-            ),
-            Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
+        if let Some(held) = claim_creating_dir(root, id)? {
+            remove_dead_claims(root, id);
+            return Ok(held);
         }
+        let cgroup = load(root, id)
+            .ok()
+            .and_then(|c| c.spec().ok())
+            .map(|config| config.cgroup_path);
+        if !create_is_live(&dir) {
+            end_create(id, &dir, cgroup.as_deref(), true);
+            let _ = std::fs::remove_dir_all(&dir);
+            continue;
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("container {id:?} is being created or deleted by another gpurun: try again");
+        }
+        end_create(id, &dir, cgroup.as_deref(), false);
     }
 }
 
@@ -634,6 +714,35 @@ mod tests {
         );
         let held = hold_id(&root, "c3").unwrap();
         drop(held);
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    #[test]
+    fn one_claim_at_a_time_and_a_claim_removes_only_its_own_directory() {
+        let root = root("claim");
+        let first = claim_creating_dir(&root, "c5").unwrap().expect("free");
+        assert!(create_is_live(&first.path), "found with its lock held");
+        assert!(claim_creating_dir(&root, "c5").unwrap().is_none());
+        // An empty directory under the name is not replaced either.
+        let empty = root.join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert!(rename_no_replace(&empty, &first.path).is_err());
+        // Taken over (as from a create judged dead) and claimed anew: the
+        // first claim's drop leaves the new holder's directory alone.
+        std::fs::remove_dir_all(&first.path).unwrap();
+        let second = claim_creating_dir(&root, "c5").unwrap().expect("free");
+        drop(first);
+        assert!(second.path.join(CREATOR_LOCK).exists());
+        drop(second);
+        assert!(!creating_dir(&root, "c5").exists());
+        // A claim a killed create left unnamed goes with the next delete;
+        // a live process's stays.
+        let dead = root.join(format!("c5{CREATING_SUFFIX}.{}", i32::MAX));
+        let live = root.join(format!("c5{CREATING_SUFFIX}.1"));
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::create_dir(&live).unwrap();
+        drop(hold_id(&root, "c5").unwrap());
+        assert!(!dead.exists() && live.exists());
         std::fs::remove_dir_all(root).unwrap();
     }
 
