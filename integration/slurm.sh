@@ -37,7 +37,7 @@ make_work() { # DIR
   # An image with an environment of its own, as import -o FILE.sqsh keeps it.
   cp -a "$1/rootfs-plain" "$1/rootfs-env"
   mkdir -p "$1/rootfs-env/.gpurun"
-  echo '{"config": {"Env": ["PATH=/usr/bin:/bin", "IMAGE_VALUE=image", "BOTH=image"]}}' \
+  echo '{"config": {"Entrypoint": ["sh", "-c"], "Env": ["PATH=/usr/bin:/bin", "IMAGE_VALUE=image", "BOTH=image"]}}' \
     > "$1/rootfs-env/.gpurun/image-config.json"
   mksquashfs "$1/rootfs-env" "$1/env.sqsh" -quiet -no-progress >/dev/null
   chmod 644 "$1/app.sqsh" "$1/mpi.sqsh" "$1/env.sqsh"
@@ -76,7 +76,11 @@ fi
 pids=""
 fuse_mode=$(stat -c %a /dev/fuse 2>/dev/null || true)
 cp -a /etc/fuse.conf "/tmp/gpurun-slurm-fuse.conf.$$" 2>/dev/null || true
+# The plugin's directory of named containers' layers, removed at the end
+# if the suite made it.
+layers_were_there=$([ -e /run/gpurun-spank ] && echo yes)
 cleanup() {
+  [ -n "$layers_were_there" ] || rm -rf /run/gpurun-spank
   [ -z "$fuse_mode" ] || chmod "$fuse_mode" /dev/fuse
   if [ -f "/tmp/gpurun-slurm-fuse.conf.$$" ]; then mv "/tmp/gpurun-slurm-fuse.conf.$$" /etc/fuse.conf; else rm -f /etc/fuse.conf; fi
   for pid in $pids; do kill "$pid" 2>/dev/null || true; done
@@ -286,8 +290,33 @@ data
 0" "$out"
   out=$(run_as "srun --quiet --container-image=$work/app.sqsh sh -c 'exit 3'; echo rc=\$?" 2>&1 | tail -1)
   check "$who: the task's exit status is srun's" "rc=3" "$out"
-  out=$(run_as "srun --quiet --container-image=$work/app.sqsh --container-name=x true; echo rc=\$?" 2>&1)
-  check_contains "$who: --container-name is refused with the reason" "--container-name is not supported" "$out"
+  # shellcheck disable=SC2016
+  out=$(run_as "srun --quiet --container-image=$work/env.sqsh --container-entrypoint 'echo \$0 entry'" 2>&1)
+  check "$who: --container-entrypoint runs the image's entrypoint with the command" "sh entry" "$out"
+  # A job's steps share a named container's writable layer; another
+  # image under the name is refused; the job's end removes the layer.
+  cat > "$work/named-$who.sh" <<NAMED
+#!/bin/sh
+srun --quiet --container-image=$work/app.sqsh --container-name=dev sh -c 'echo one > /kept'
+srun --quiet --container-name=dev cat /kept
+srun --quiet --container-image=$work/env.sqsh --container-name=dev true 2>&1 | grep -o 'lies over'
+echo "job=\$SLURM_JOB_ID"
+NAMED
+  chmod 755 "$work/named-$who.sh"
+  out=$(run_as "salloc --quiet $work/named-$who.sh" 2>&1)
+  check "$who: --container-name: a later step sees the first one's write, another image refused" "one
+lies over" "$(echo "$out" | grep -v '^job=')"
+  job=$(echo "$out" | sed -n 's/^job=//p')
+  left=yes
+  for _ in $(seq 1 50); do
+    ls "/run/gpurun-spank/$uid" 2>/dev/null | grep -q "^$job\." || { left=no; break; }
+    sleep 0.2
+  done
+  check "$who: ... and the job's end removes its layer" no "$left"
+  out=$(run_as "srun --quiet --container-name=dev true; echo rc=\$?" 2>&1)
+  check_contains "$who: ... which a new job does not find" "holds no layer yet" "$out"
+  out=$(run_as "srun --quiet --container-image=$work/app.sqsh --container-name=x:exec true; echo rc=\$?" 2>&1)
+  check_contains "$who: pyxis's NAME:MODE forms are refused with the reason" "NAME:MODE" "$out"
   check_contains "$who: ... and the step fails" "rc=1" "$out"
 done
 out=$(as_user "cd $work && OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo srun --quiet -n 2 --mpi=pmix --container-image=./mpi.sqsh /usr/local/bin/mpi_allreduce" 2>&1 | sort)

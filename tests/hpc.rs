@@ -754,6 +754,65 @@ fn a_squashfs_image_runs_in_place_read_only_or_writable_on_request() {
     );
 }
 
+/// An image whose config (where `import -o` keeps it) has an entrypoint:
+/// `run --image` runs the entrypoint and Cmd; a command given replaces
+/// both, or, with --image-entrypoint (pyxis's --container-entrypoint),
+/// only Cmd: `sh -c` then runs the given string, which as a program of
+/// its own does not exist (exit 127).
+#[test]
+fn an_images_entrypoint_runs_with_the_command_under_image_entrypoint() {
+    require_root!();
+    let _ = Command::new("modprobe").arg("loop").status();
+    let scratch = Scratch::new("sqsh-entry");
+    let tree = scratch.path().join("tree");
+    let copied = run_cmd(
+        Command::new("cp")
+            .arg("-a")
+            .arg(Bundle::glibc(None).rootfs())
+            .arg(&tree),
+        TIMEOUT,
+    );
+    assert_eq!(copied.code, 0, "{}", copied.stderr);
+    fs::create_dir(tree.join(".gpurun")).unwrap();
+    fs::write(
+        tree.join(".gpurun/image-config.json"),
+        r#"{"config": {"Entrypoint": ["sh", "-c"], "Cmd": ["echo default"], "Env": ["PATH=/bin:/usr/bin"]}}"#,
+    )
+    .unwrap();
+    let image = scratch.path().join("entry.sqsh");
+    let made = run_cmd(
+        Command::new("mksquashfs")
+            .arg(&tree)
+            .arg(&image)
+            .args(["-quiet", "-noappend"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let image = image.to_string_lossy().into_owned();
+    let rt = Runtime::new();
+    for (flags, code, stdout) in [
+        (&[][..], 0, "default\n"),
+        (&["--", "echo", "given"][..], 0, "given\n"),
+        (
+            &["--image-entrypoint", "--", "echo $0 kept"][..],
+            0,
+            "sh kept\n",
+        ),
+        (&["--", "echo $0 kept"][..], 127, ""),
+    ] {
+        let mut args = vec!["run", "--image", &image];
+        args.extend_from_slice(flags);
+        let out = rt.run(&args);
+        assert_eq!(
+            (out.code, out.stdout.as_str()),
+            (code, stdout),
+            "{flags:?}: {}",
+            out.stderr
+        );
+    }
+    assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+}
+
 /// A `run --image` container takes an exec (into its read-only root). A
 /// `run --image` killed with SIGKILL while its container runs leaves
 /// the host no mount (they were in the run's own mount namespace); the
@@ -1145,5 +1204,98 @@ fn a_users_killed_image_run_is_cleaned_up_by_delete() {
         );
         assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
         assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    }
+}
+
+/// `run --image FILE --layer DIR` (pyxis's --container-name under the
+/// plugin), root and a user: what a container writes stays in DIR for the
+/// next run with DIR alone, which runs the recorded image; a second
+/// container on DIR while one runs, and another image over it, are
+/// refused in one line; the image file is unchanged and nothing is left
+/// mounted or running under the state root.
+#[test]
+fn a_kept_layer_carries_a_containers_writes_to_the_next_run() {
+    require_root!();
+    let _fuse = FuseOpenToUsers::new();
+    for who in As::both() {
+        let scratch = scratch_for(&who, "sqsh-layer");
+        let image = squashfs_image(&scratch);
+        let image_arg = image.to_string_lossy().into_owned();
+        let before = fs::read(&image).unwrap();
+        let layer = scratch.path().join("layer");
+        let layer_arg = layer.to_string_lossy().into_owned();
+        let rt = Runtime::as_who(who.clone());
+        let first = rt.run([
+            "run",
+            "--image",
+            &image_arg,
+            "--layer",
+            &layer_arg,
+            "--",
+            "sh",
+            "-c",
+            "echo one > /kept",
+        ]);
+        assert_eq!(first.code, 0, "{who:?}: {}", first.stderr);
+        let id = unique("layer");
+        let mut holder = rt
+            .command(["run", "--layer", &layer_arg, &id, "--", "sleep", "300"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let running = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            rt.run(["state", &id]).stdout.contains("\"running\"")
+        });
+        assert!(running, "{who:?}: the container never ran");
+        let busy = rt.run(["run", "--layer", &layer_arg, "--", "true"]);
+        assert_eq!(busy.code, 1, "{who:?}");
+        assert!(
+            busy.stderr.contains("in use by another container"),
+            "{}",
+            busy.stderr
+        );
+        let kept = rt.run(["exec", &id, "cat", "/kept"]);
+        assert_eq!(
+            (kept.code, kept.stdout.as_str()),
+            (0, "one\n"),
+            "{who:?}: {}",
+            kept.stderr
+        );
+        assert_eq!(rt.run(["kill", &id, "KILL"]).code, 0);
+        holder.wait().unwrap();
+        let other = scratch.path().join("other.sqsh");
+        fs::copy(&image, &other).unwrap();
+        let refused = rt.run([
+            "run",
+            "--image",
+            other.to_str().unwrap(),
+            "--layer",
+            &layer_arg,
+            "--",
+            "true",
+        ]);
+        assert_eq!(refused.code, 1, "{who:?}");
+        assert!(refused.stderr.contains("lies over"), "{}", refused.stderr);
+        let again = rt.run(["run", "--layer", &layer_arg, "--", "cat", "/kept"]);
+        assert_eq!(
+            (again.code, again.stdout.as_str()),
+            (0, "one\n"),
+            "{who:?}: {}",
+            again.stderr
+        );
+        assert!(
+            fs::read(&image).unwrap() == before,
+            "{who:?}: the image was written"
+        );
+        assert!(
+            rt.leftovers().is_empty(),
+            "{who:?} left: {:?}",
+            rt.leftovers()
+        );
+        assert!(mounts_mentioning(&rt.root.to_string_lossy()).is_empty());
+        assert!(mounts_mentioning(&layer_arg).is_empty());
+        assert!(fuse_daemons_under(&rt.root).is_empty());
     }
 }

@@ -13,7 +13,11 @@ pub const IMAGE_CONFIG: &str = "image-config.json";
 /// DIR/rootfs` reads it from DIR/image-config.json).
 #[derive(Debug, Default)]
 pub struct ImageDefaults {
+    /// The entrypoint, then the default arguments (`Entrypoint`, `Cmd`).
     pub command: Vec<String>,
+    /// The entrypoint alone, which a command given in its place may
+    /// keep (`run --image-entrypoint`, pyxis's `--container-entrypoint`).
+    pub entrypoint: Vec<String>,
     pub env: Vec<String>,
     pub workdir: Option<String>,
 }
@@ -45,15 +49,34 @@ impl ImageDefaults {
                 })
                 .unwrap_or_default()
         };
-        let mut command = strings(&c["Entrypoint"]);
+        let entrypoint = strings(&c["Entrypoint"]);
+        let mut command = entrypoint.clone();
         command.extend(strings(&c["Cmd"]));
         ImageDefaults {
             command,
+            entrypoint,
             env: strings(&c["Env"]),
             workdir: c["WorkingDir"]
                 .as_str()
                 .filter(|w| w.starts_with('/'))
                 .map(str::to_owned),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_is_the_entrypoint_then_cmd_and_the_entrypoint_stands_alone() {
+        let config = serde_json::json!({"config": {
+            "Entrypoint": ["/entry.sh", "-x"], "Cmd": ["serve"],
+            "Env": ["A=1"], "WorkingDir": "relative"}});
+        let image = ImageDefaults::from_config(&config);
+        assert_eq!(image.command, ["/entry.sh", "-x", "serve"]);
+        assert_eq!(image.entrypoint, ["/entry.sh", "-x"]);
+        assert_eq!(image.env, ["A=1"]);
+        assert_eq!(image.workdir, None, "a relative WorkingDir is left out");
     }
 }

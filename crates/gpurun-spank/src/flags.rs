@@ -38,7 +38,7 @@ pub const FLAGS: &[(&str, bool, &str)] = &[
     (
         "container-name",
         true,
-        "[gpurun] not supported: named containers are not kept",
+        "[gpurun] NAME: keep the container's writable layer for the job's later steps on this node",
     ),
     (
         "container-save",
@@ -68,7 +68,7 @@ pub const FLAGS: &[(&str, bool, &str)] = &[
     (
         "container-entrypoint",
         false,
-        "[gpurun] not supported: the image's entrypoint is not run",
+        "[gpurun] run the image's entrypoint, with the task's command as its arguments",
     ),
     (
         "no-container-entrypoint",
@@ -117,56 +117,46 @@ impl Flags {
 
     /// Whether the step runs in a container at all.
     pub fn wants_container(&self) -> bool {
-        self.image.is_some()
+        self.image.is_some() || self.name.is_some()
     }
 
     /// `gpurun run`'s arguments for these flags (before `--` and the
     /// task's command), or why they cannot be carried out, as one line.
-    /// `home` is the user's home directory.
-    pub fn run_args(&self, home: Option<&str>) -> Result<Vec<String>, String> {
-        let image = self.image.as_deref().ok_or("no --container-image")?;
-        let file_like = [".sqsh", ".squashfs", ".sif"]
-            .iter()
-            .any(|e| image.ends_with(e));
-        if image.contains("://") || image.contains('#') || !(image.contains('/') || file_like) {
-            return Err(format!(
-                "--container-image={image}: gpurun runs image files only (.sqsh or .sif); make one with `gpurun import {image} -o FILE.sqsh` and name the file"
-            ));
+    /// `task` says whose task it is.
+    pub fn run_args(&self, task: &Task) -> Result<Vec<String>, String> {
+        let mut args = vec!["run".to_owned()];
+        if let Some(image) = self.image.as_deref() {
+            check_image(image)?;
+            args.extend(["--image".to_owned(), image.to_owned()]);
         }
-        for (given, flag, why) in [
-            (
-                self.name.is_some(),
-                "--container-name",
-                "named containers are not kept",
-            ),
-            (
-                self.save.is_some(),
-                "--container-save",
-                "the container is not saved",
-            ),
-            (
-                self.entrypoint == Some(true),
-                "--container-entrypoint",
-                "the image's entrypoint is not run",
-            ),
-        ] {
+        if let Some(name) = self.name.as_deref() {
+            if self.writable == Some(false) {
+                return Err(format!(
+                    "--container-name={name} with --container-readonly: a named container keeps a writable layer; leave one of them out"
+                ));
+            }
+            args.extend(["--layer".to_owned(), task.layer_dir(name)?]);
+        }
+        args.push("--job-env".to_owned());
+        for (given, flag, why) in [(
+            self.save.is_some(),
+            "--container-save",
+            "the container is not saved",
+        )] {
             if given {
                 return Err(format!("{flag} is not supported by gpurun's plugin: {why}"));
             }
         }
-        let mut args = vec![
-            "run".to_owned(),
-            "--image".to_owned(),
-            image.to_owned(),
-            "--job-env".to_owned(),
-        ];
-        if self.writable == Some(true) {
+        if self.writable == Some(true) && self.name.is_none() {
             args.push("--writable".into());
+        }
+        if self.entrypoint == Some(true) {
+            args.push("--image-entrypoint".into());
         }
         if self.remap_root != Some(true) {
             args.push("--keep-uid".into());
         }
-        for volume in self.volumes(home)? {
+        for volume in self.volumes(task.home.as_deref())? {
             args.extend(["-v".to_owned(), volume]);
         }
         if let Some(dir) = &self.workdir {
@@ -232,6 +222,71 @@ impl Flags {
     }
 }
 
+/// An image the plugin can name to gpurun: a file, not a registry's.
+fn check_image(image: &str) -> Result<(), String> {
+    let file_like = [".sqsh", ".squashfs", ".sif"]
+        .iter()
+        .any(|e| image.ends_with(e));
+    if image.contains("://") || image.contains('#') || !(image.contains('/') || file_like) {
+        return Err(format!(
+            "--container-image={image}: gpurun runs image files only (.sqsh or .sif); make one with `gpurun import {image} -o FILE.sqsh` and name the file"
+        ));
+    }
+    Ok(())
+}
+
+/// Where the plugin keeps named containers' layers on a node: a directory
+/// per user (made by the plugin as root, the user's own, 0700), in it a
+/// layer per job and name, removed when the job ends (`job_layers`).
+pub const LAYERS: &str = "/run/gpurun-spank";
+
+/// The user's directory of layers.
+pub fn user_layers(uid: u32) -> String {
+    format!("{LAYERS}/{uid}")
+}
+
+/// Whether `entry` (a name in the user's directory) is a layer of `job`.
+pub fn is_layer_of_job(entry: &str, job: u32) -> bool {
+    entry
+        .strip_prefix(&format!("{job}."))
+        .is_some_and(|name| !name.is_empty())
+}
+
+/// Whose task it is: what the plugin's flags need to know of it.
+#[derive(Debug, Default, Clone)]
+pub struct Task {
+    pub uid: u32,
+    pub job: Option<String>,
+    pub home: Option<String>,
+}
+
+impl Task {
+    /// The layer of `--container-name=NAME` for this task's job.
+    pub fn layer_dir(&self, name: &str) -> Result<String, String> {
+        if name.contains(':') {
+            return Err(format!(
+                "--container-name={name}: pyxis's NAME:MODE forms (exec, create, no_create, no_exec) are not supported; give the name alone"
+            ));
+        }
+        let valid = !name.is_empty()
+            && !name.starts_with('.')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid {
+            return Err(format!(
+                "--container-name={name}: use letters, digits and \"_-.\", not a leading \".\""
+            ));
+        }
+        let job = self
+            .job
+            .as_deref()
+            .filter(|j| !j.is_empty() && j.chars().all(|c| c.is_ascii_digit()))
+            .ok_or("--container-name: the task has no SLURM_JOB_ID")?;
+        Ok(format!("{}/{job}.{name}", user_layers(self.uid)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,7 +303,7 @@ mod tests {
     #[test]
     fn pyxis_defaults_are_read_only_your_own_uid_and_the_jobs_environment() {
         let args = flags(&[("container-image", "./app.sqsh")])
-            .run_args(None)
+            .run_args(&Task::default())
             .unwrap();
         assert_eq!(
             args,
@@ -266,10 +321,14 @@ mod tests {
             ("container-remap-root", ""),
             ("container-mount-home", ""),
             ("container-env", "MASTER_ADDR,WORLD_SIZE"),
+            ("container-entrypoint", ""),
         ]);
         assert_eq!(
-            f.run_args(Some("/home/ada")).unwrap().join(" "),
-            "run --image /images/pytorch.sqsh --job-env --writable -v /scratch:/scratch \
+            f.run_args(&Task {
+                home: Some("/home/ada".into()),
+                ..Task::default()
+            }).unwrap().join(" "),
+            "run --image /images/pytorch.sqsh --job-env --writable --image-entrypoint -v /scratch:/scratch \
              -v /data:/in:ro -v /opt:/opt -v /home/ada:/home/ada -w /scratch \
              -e MASTER_ADDR -e WORLD_SIZE"
         );
@@ -279,9 +338,37 @@ mod tests {
             ("container-readonly", ""),
         ]);
         assert!(!later
-            .run_args(None)
+            .run_args(&Task::default())
             .unwrap()
             .contains(&"--writable".to_owned()));
+    }
+
+    #[test]
+    fn a_named_container_is_a_layer_of_the_users_per_job_and_name() {
+        let task = Task {
+            uid: 1000,
+            job: Some("42".into()),
+            home: None,
+        };
+        let first = flags(&[
+            ("container-image", "/i/a.sqsh"),
+            ("container-name", "dev"),
+            ("container-writable", ""),
+        ]);
+        assert_eq!(
+            first.run_args(&task).unwrap().join(" "),
+            "run --image /i/a.sqsh --layer /run/gpurun-spank/1000/42.dev --job-env --keep-uid"
+        );
+        // A later step names the container alone: gpurun takes the image
+        // the layer records.
+        let later = flags(&[("container-name", "dev")]);
+        assert!(later.wants_container());
+        assert_eq!(
+            later.run_args(&task).unwrap().join(" "),
+            "run --layer /run/gpurun-spank/1000/42.dev --job-env --keep-uid"
+        );
+        assert!(is_layer_of_job("42.dev", 42));
+        assert!(!is_layer_of_job("420.dev", 42) && !is_layer_of_job("42.", 42));
     }
 
     #[test]
@@ -297,16 +384,21 @@ mod tests {
             ),
             (&[("container-image", "ubuntu")][..], "gpurun import ubuntu"),
             (
-                &[("container-image", "a.sqsh"), ("container-name", "x")][..],
-                "--container-name is not supported",
+                &[("container-image", "a.sqsh"), ("container-name", "x:exec")][..],
+                "NAME:MODE",
+            ),
+            (
+                &[("container-image", "a.sqsh"), ("container-name", "../x")][..],
+                "letters, digits",
+            ),
+            (&[("container-name", "x")][..], "no SLURM_JOB_ID"),
+            (
+                &[("container-name", "x"), ("container-readonly", "")][..],
+                "keeps a writable layer",
             ),
             (
                 &[("container-image", "a.sqsh"), ("container-save", "/s.sqsh")][..],
                 "not saved",
-            ),
-            (
-                &[("container-image", "a.sqsh"), ("container-entrypoint", "")][..],
-                "entrypoint",
             ),
             (
                 &[
@@ -331,7 +423,7 @@ mod tests {
                 "no HOME",
             ),
         ] {
-            let err = flags(pairs).run_args(None).unwrap_err();
+            let err = flags(pairs).run_args(&Task::default()).unwrap_err();
             assert!(err.contains(words), "{pairs:?}: {err}");
         }
     }

@@ -16,6 +16,7 @@
 //! --spank` writes it).
 
 pub mod flags;
+pub mod layers;
 
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::sync::Mutex;
@@ -53,6 +54,9 @@ struct SpankOption {
 }
 
 /// spank.h's items used here.
+const S_JOB_UID: c_int = 0;
+const S_JOB_GID: c_int = 1;
+const S_JOB_ID: c_int = 2;
 const S_JOB_ARGV: c_int = 9;
 const S_CTX_REMOTE: c_int = 2;
 const ESPANK_SUCCESS: c_int = 0;
@@ -154,8 +158,12 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         return 0;
     }
     let plugin_args = plugin_args(ac, av);
-    let home = getenv(sp, "HOME");
-    let run = match flags.run_args(home.as_deref()) {
+    let task = flags::Task {
+        uid: libc::getuid(),
+        job: getenv(sp, "SLURM_JOB_ID"),
+        home: getenv(sp, "HOME"),
+    };
+    let run = match flags.run_args(&task) {
         Ok(run) => run,
         Err(why) => {
             error(&why);
@@ -188,6 +196,61 @@ pub unsafe extern "C" fn slurm_spank_task_init(
     // Slurm execs argv[0] with argv: gpurun, with the task's arguments.
     *argv = leak(&gpurun) as *mut c_char;
     0
+}
+
+/// In slurmstepd, as root, once the step's flags are known: a named
+/// container's user gets a directory of layers of their own on the node.
+///
+/// # Safety
+/// Called by Slurm with its handle.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_init_post_opt(
+    sp: spank_t,
+    _ac: c_int,
+    _av: *mut *mut c_char,
+) -> c_int {
+    let named = FLAGS_GIVEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .name
+        .is_some();
+    if spank_context() != S_CTX_REMOTE || !named {
+        return 0;
+    }
+    let (Some(uid), Some(gid)) = (item_u32(sp, S_JOB_UID), item_u32(sp, S_JOB_GID)) else {
+        error("--container-name: the job's user is not known");
+        return -1;
+    };
+    match layers::make_user_dir(uid, gid) {
+        Ok(()) => 0,
+        Err(why) => {
+            error(&format!("--container-name: {why}"));
+            -1
+        }
+    }
+}
+
+/// In the job's epilog on each node, as root: the job's named containers
+/// are removed, as pyxis removes a job's containers.
+///
+/// # Safety
+/// Called by Slurm with its handle.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_job_epilog(
+    sp: spank_t,
+    _ac: c_int,
+    _av: *mut *mut c_char,
+) -> c_int {
+    if let (Some(uid), Some(job)) = (item_u32(sp, S_JOB_UID), item_u32(sp, S_JOB_ID)) {
+        layers::remove_job(uid, job);
+    }
+    0
+}
+
+/// A 32-bit item (uid_t, gid_t, uint32_t), if Slurm gives it here.
+unsafe fn item_u32(sp: spank_t, item: c_int) -> Option<u32> {
+    let mut value: u32 = 0;
+    (spank_get_item(sp, item, &mut value as *mut u32) == ESPANK_SUCCESS).then_some(value)
 }
 
 /// The plugin's `KEY=VALUE` arguments from plugstack.conf.

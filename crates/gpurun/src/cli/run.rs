@@ -58,6 +58,11 @@ pub struct RunArgs {
     /// the container; the image file is never written
     #[arg(long)]
     pub writable: bool,
+    /// With --image: the writable layer in DIR (made if missing) instead
+    /// of a tmpfs, kept for the next run with the same DIR, which may then
+    /// leave --image out; one container at a time
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["bundle", "rootfs"])]
+    pub layer: Option<PathBuf>,
     /// With --rootfs or --image: bind SRC on the host at DST in the container (:ro for read-only)
     #[arg(short = 'v', long = "volume", value_name = "SRC:DST[:ro]")]
     pub volumes: Vec<String>,
@@ -73,6 +78,11 @@ pub struct RunArgs {
     /// With --rootfs or --image: a private network namespace instead of the host's
     #[arg(long)]
     pub private_network: bool,
+    /// With --image or --rootfs of an imported image: run the image's
+    /// entrypoint with CMD as its arguments (without it, CMD replaces the
+    /// entrypoint too)
+    #[arg(long)]
+    pub image_entrypoint: bool,
     /// With --image or --rootfs: every variable of gpurun's own environment
     /// that the image does not set, as pyxis gives a task the job's (set by
     /// the SPANK plugin)

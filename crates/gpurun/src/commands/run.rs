@@ -18,10 +18,13 @@ use gpurun_gpu::flow::InvokerGpus;
 use gpurun_image::defaults::ImageDefaults;
 
 pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
-    if args.writable && args.image.is_none() {
+    if args.writable && args.image.is_none() && args.layer.is_none() {
         anyhow::bail!("--writable needs --image FILE: it lays a writable layer over an image file");
     }
-    if args.image.is_some() {
+    if args.layer.is_some() && (args.rootfs.is_some() || args.bundle.is_some()) {
+        anyhow::bail!("--layer needs --image FILE: it keeps the writable layer over an image file");
+    }
+    if args.image.is_some() || args.layer.is_some() {
         return run_image(ctx, args, protection);
     }
     if args.rootfs.is_some() {
@@ -113,6 +116,11 @@ fn rootfs_only_flag(args: &RunArgs) -> Option<(&'static str, &'static str)> {
             "add a network namespace to linux.namespaces in config.json",
         ),
         (args.job_env, "--job-env", "set process.env in config.json"),
+        (
+            args.image_entrypoint,
+            "--image-entrypoint",
+            "set process.args in config.json",
+        ),
     ]
     .into_iter()
     .find_map(|(given, flag, instead)| given.then_some((flag, instead)))
@@ -123,7 +131,20 @@ fn rootfs_only_flag(args: &RunArgs) -> Option<(&'static str, &'static str)> {
 /// directory. Root's mounts are this run's and the container's alone; a
 /// user's are FUSE mounts of the user's own.
 fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32> {
-    let path = args.image.take().expect("checked by the caller");
+    let given = args.image.take();
+    let (kept, path) = match &args.layer {
+        Some(dir) => {
+            let (kept, path) = squashfs::KeptLayer::open(dir, given.as_deref())?;
+            (Some(kept), path)
+        }
+        None => (None, given.expect("checked by the caller")),
+    };
+    let writable = match &kept {
+        Some(kept) => squashfs::Writable::KeptIn(&kept.dir),
+        None if args.writable => squashfs::Writable::Fresh,
+        None => squashfs::Writable::No,
+    };
+    args.writable = writable.is_writable();
     let image = squashfs::open_image(&path)?;
     let id = adhoc_id(&args);
     containers::validate_id(&id)?;
@@ -135,7 +156,7 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     args.private_tmp = !args.writable;
     let mount_points = image_mount_points(&args)?;
     let mounted = if nix::unistd::geteuid().is_root() {
-        squashfs::mount(&image, &ctx.root, &id, args.writable, &mount_points)?
+        squashfs::mount(&image, &ctx.root, &id, writable, &mount_points)?
     } else {
         // With --keep-uid the container's own root is a subordinate id,
         // which a FUSE mount lets in only with allow_other.
@@ -148,7 +169,7 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
             &image,
             &ctx.root,
             &id,
-            args.writable,
+            writable,
             &mount_points,
             args.keep_uid,
         )?
@@ -158,6 +179,7 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     args.rootfs = Some(mounted.rootfs.clone());
     let code = run_rootfs(ctx, args, Protection::Done);
     drop(mounted);
+    drop(kept);
     code
 }
 
@@ -205,6 +227,8 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
     let image = ImageDefaults::beside(&rootfs)?.unwrap_or_default();
     let command = if args.command.is_empty() {
         image.command.clone()
+    } else if args.image_entrypoint {
+        [image.entrypoint.clone(), args.command.clone()].concat()
     } else {
         args.command.clone()
     };

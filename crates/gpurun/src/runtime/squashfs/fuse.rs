@@ -47,24 +47,15 @@ impl Drop for FuseMounts {
 }
 
 /// What goes over the image, at `holder/rw`.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Layer {
     /// Nothing: the image itself is the root.
     None,
-    /// `--writable`: a layer in the holder (`upper`, `work`).
-    Writable,
+    /// A writable layer in this directory (`upper`, `work`): the holder
+    /// for `--writable`, the kept one for `--layer`.
+    Writable(PathBuf),
     /// Read-only, with the mount points the image lacks (`stub`) on top.
     MountPoints,
-}
-
-impl From<bool> for Layer {
-    fn from(writable: bool) -> Layer {
-        if writable {
-            Layer::Writable
-        } else {
-            Layer::None
-        }
-    }
 }
 
 /// Mounts `image` at `holder/image` through squashfuse, and `layer` over
@@ -73,7 +64,7 @@ impl From<bool> for Layer {
 pub fn mount(
     image: &ImageFile,
     holder: &Path,
-    layer: Layer,
+    layer: &Layer,
     others_too: bool,
 ) -> Result<FuseMounts> {
     let mut mounts = FuseMounts {
@@ -93,7 +84,7 @@ pub fn mount(
     let mut cmd = Command::new(squashfuse);
     cmd.args(["-f", "-o", &options, &source]).arg(&lower);
     mounts.start(holder, "squashfuse", &mut cmd, &lower)?;
-    if layer != Layer::None {
+    if *layer != Layer::None {
         mount_layer(&mut mounts, holder, layer, others_too)?;
     }
     Ok(mounts)
@@ -104,16 +95,16 @@ pub fn mount(
 pub fn mount_layer(
     mounts: &mut FuseMounts,
     holder: &Path,
-    layer: Layer,
+    layer: &Layer,
     others_too: bool,
 ) -> Result<()> {
     let image = holder.join("image");
     let mut options = match layer {
-        Layer::Writable => format!(
+        Layer::Writable(dir) => format!(
             "lowerdir={},upperdir={},workdir={}",
             image.display(),
-            holder.join("upper").display(),
-            holder.join("work").display()
+            dir.join("upper").display(),
+            dir.join("work").display()
         ),
         _ => format!(
             "ro,lowerdir={}:{}",

@@ -24,6 +24,26 @@ use safe_fs::detached_mount::{detached_mount, FsOption};
 use safe_fs::syscall_result as check;
 
 mod fuse;
+mod kept_layer;
+
+pub use kept_layer::KeptLayer;
+
+/// What goes over the image.
+#[derive(Clone, Copy)]
+pub enum Writable<'a> {
+    /// Nothing: read-only.
+    No,
+    /// A layer gone with the container (root's in a tmpfs).
+    Fresh,
+    /// A layer kept in this directory (`--layer`).
+    KeptIn(&'a Path),
+}
+
+impl Writable<'_> {
+    pub fn is_writable(self) -> bool {
+        !matches!(self, Writable::No)
+    }
+}
 
 /// Where `import -o FILE.sqsh` keeps the image's config inside the image.
 pub const IMAGE_CONFIG_INSIDE: &str = "/.gpurun/image-config.json";
@@ -225,12 +245,12 @@ fn sif_partition(file: &File, header: &[u8], len: u64) -> Result<(u64, u64)> {
 }
 
 /// Mounts `image` for container `id`: in a new mount namespace for this
-/// process, read-only, with a tmpfs upper layer when `writable`.
+/// process, read-only, with an upper layer as `writable` says.
 pub fn mount(
     image: &ImageFile,
     state_root: &Path,
     id: &str,
-    writable: bool,
+    writable: Writable,
     mount_points: &[PathBuf],
 ) -> Result<MountedImage> {
     use nix::mount::MsFlags;
@@ -260,7 +280,7 @@ pub fn mount(
     let squashfs = mount_squashfs(image)?;
     attach(&squashfs, &mounted.holder.join("image"))?;
     copy_image_config(&mounted.holder)?;
-    if !writable && stub_mount_points(&mounted.holder, mount_points)? {
+    if !writable.is_writable() && stub_mount_points(&mounted.holder, mount_points)? {
         let layers = format!(
             "{}:{}",
             mounted.holder.join("stub").display(),
@@ -275,10 +295,15 @@ pub fn mount(
         attach(&overlay, &mounted.holder.join("rw"))?;
         mounted.rootfs = mounted.holder.join("rw");
     }
-    if writable {
+    let layer = match writable {
+        Writable::No => None,
+        Writable::Fresh => Some(mounted.holder.clone()),
+        Writable::KeptIn(dir) => Some(dir.to_owned()),
+    };
+    if let Some(layer) = layer {
         let lower = path_option(&mounted.holder.join("image"))?;
-        let upper = path_option(&mounted.holder.join("upper"))?;
-        let work = path_option(&mounted.holder.join("work"))?;
+        let upper = path_option(&layer.join("upper"))?;
+        let work = path_option(&layer.join("work"))?;
         let overlay = detached_mount(
             c"overlay",
             &[
@@ -288,7 +313,7 @@ pub fn mount(
             ],
             0,
         )
-        .context("overlayfs for --writable")?;
+        .with_context(|| format!("overlayfs for the writable layer in {}", layer.display()))?;
         attach(&overlay, &mounted.holder.join("rw"))?;
         mounted.rootfs = mounted.holder.join("rw");
     }
@@ -296,12 +321,12 @@ pub fn mount(
 }
 
 /// Mounts `image` for a user's container `id` through FUSE (`fuse`):
-/// read-only, with a layer in the holder when `writable`.
+/// read-only, with a layer as `writable` says (a fresh one in the holder).
 pub fn mount_for_user(
     image: &ImageFile,
     state_root: &Path,
     id: &str,
-    writable: bool,
+    writable: Writable,
     mount_points: &[PathBuf],
     others_too: bool,
 ) -> Result<MountedImage> {
@@ -316,19 +341,23 @@ pub fn mount_for_user(
     for dir in ["image", "rw", "upper", "work", "stub"] {
         fs::create_dir(mounted.holder.join(dir))?;
     }
-    let layer = fuse::Layer::from(writable);
-    let mut daemons = fuse::mount(image, &mounted.holder, layer, others_too)?;
+    let layer = match writable {
+        Writable::No => fuse::Layer::None,
+        Writable::Fresh => fuse::Layer::Writable(mounted.holder.clone()),
+        Writable::KeptIn(dir) => fuse::Layer::Writable(dir.to_owned()),
+    };
+    let mut daemons = fuse::mount(image, &mounted.holder, &layer, others_too)?;
     copy_image_config(&mounted.holder)?;
-    if !writable && stub_mount_points(&mounted.holder, mount_points)? {
+    if !writable.is_writable() && stub_mount_points(&mounted.holder, mount_points)? {
         fuse::mount_layer(
             &mut daemons,
             &mounted.holder,
-            fuse::Layer::MountPoints,
+            &fuse::Layer::MountPoints,
             others_too,
         )?;
         mounted.rootfs = mounted.holder.join("rw");
     }
-    if writable {
+    if writable.is_writable() {
         mounted.rootfs = mounted.holder.join("rw");
     }
     mounted.fuse = Some(daemons);
