@@ -331,9 +331,13 @@ pub fn hold_id(root: &Path, id: &str) -> Result<ClaimedDir> {
             .ok()
             .and_then(|c| c.spec().ok())
             .map(|config| config.cgroup_path);
+        let judged = dir_identity(&dir);
         if !create_is_live(&dir) {
             end_create(id, &dir, cgroup.as_deref(), true);
-            let _ = std::fs::remove_dir_all(&dir);
+            // Another delete may have removed it and claimed the id since.
+            if judged.is_some() && dir_identity(&dir) == judged {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
             continue;
         }
         if std::time::Instant::now() > deadline {
