@@ -293,6 +293,8 @@ data
   # shellcheck disable=SC2016
   out=$(run_as "srun --quiet --container-image=$work/env.sqsh --container-entrypoint 'echo \$0 entry'" 2>&1)
   check "$who: --container-entrypoint runs the image's entrypoint with the command" "sh entry" "$out"
+  out=$(run_as "srun --quiet --container-image=$work/app.sqsh --container-save=$work/scratch-$who/saved.sqsh sh -c 'echo kept > /saved'; srun --quiet --container-image=$work/scratch-$who/saved.sqsh cat /saved" 2>&1)
+  check "$who: --container-save: the saved image holds the task's write" kept "$out"
   # A job's steps share a named container's writable layer; another
   # image under the name is refused; the job's end removes the layer.
   cat > "$work/named-$who.sh" <<NAMED

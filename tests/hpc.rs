@@ -1299,3 +1299,77 @@ fn a_kept_layer_carries_a_containers_writes_to_the_next_run() {
         assert!(fuse_daemons_under(&rt.root).is_empty());
     }
 }
+
+/// `run --image FILE --writable --save OUT` (pyxis's --container-save
+/// under the plugin), root and a user: once the container ends, OUT is
+/// the image with what the container wrote, and runs as an image of its
+/// own; the image file is unchanged; a read-only run has nothing to save
+/// and is refused before anything runs.
+#[test]
+fn a_saved_container_is_an_image_with_its_writes() {
+    require_root!();
+    let _fuse = FuseOpenToUsers::new();
+    for who in As::both() {
+        let scratch = scratch_for(&who, "sqsh-save");
+        let image = squashfs_image(&scratch);
+        let image_arg = image.to_string_lossy().into_owned();
+        let before = fs::read(&image).unwrap();
+        let saved = scratch.path().join("saved.sqsh");
+        let saved_arg = saved.to_string_lossy().into_owned();
+        let rt = Runtime::as_who(who.clone());
+        let refused = rt.run([
+            "run", "--image", &image_arg, "--save", &saved_arg, "--", "true",
+        ]);
+        assert_eq!(refused.code, 1, "{who:?}");
+        assert!(
+            refused.stderr.contains("nothing to save"),
+            "{}",
+            refused.stderr
+        );
+        let ran = rt.run([
+            "run",
+            "--image",
+            &image_arg,
+            "--writable",
+            "--save",
+            &saved_arg,
+            "--",
+            "sh",
+            "-c",
+            "echo written > /saved-file; rm /bin/true",
+        ]);
+        assert_eq!(ran.code, 0, "{who:?}: {}", ran.stderr);
+        let again = rt.run([
+            "run",
+            "--image",
+            &saved_arg,
+            "--",
+            "sh",
+            "-c",
+            "cat /saved-file; test -e /bin/true; echo true=$?",
+        ]);
+        assert_eq!(
+            (again.code, again.stdout.as_str()),
+            (0, "written\ntrue=1\n"),
+            "{who:?}: {}",
+            again.stderr
+        );
+        assert!(
+            fs::read(&image).unwrap() == before,
+            "{who:?}: the image was written"
+        );
+        let beside: Vec<_> = fs::read_dir(scratch.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(beside.is_empty(), "{who:?}: left beside: {beside:?}");
+        assert!(
+            rt.leftovers().is_empty(),
+            "{who:?} left: {:?}",
+            rt.leftovers()
+        );
+        assert!(mounts_mentioning(&rt.root.to_string_lossy()).is_empty());
+    }
+}

@@ -43,7 +43,7 @@ pub const FLAGS: &[(&str, bool, &str)] = &[
     (
         "container-save",
         true,
-        "[gpurun] not supported: the container is not saved",
+        "[gpurun] FILE: once the task ends, save its container (writable) as a squashfs image",
     ),
     (
         "container-mount-home",
@@ -138,16 +138,24 @@ impl Flags {
             args.extend(["--layer".to_owned(), task.layer_dir(name)?]);
         }
         args.push("--job-env".to_owned());
-        for (given, flag, why) in [(
-            self.save.is_some(),
-            "--container-save",
-            "the container is not saved",
-        )] {
-            if given {
-                return Err(format!("{flag} is not supported by gpurun's plugin: {why}"));
+        if let Some(file) = self.save.as_deref() {
+            if self.writable == Some(false) {
+                return Err(format!(
+                    "--container-save={file} with --container-readonly: a saved container is writable; leave one of them out"
+                ));
+            }
+            if !file.starts_with('/') {
+                return Err(format!("--container-save={file}: give an absolute path"));
+            }
+            // Each task has a container of its own: the node's first saves.
+            if task.local_id.as_deref().unwrap_or("0") == "0" {
+                args.extend(["--save".to_owned(), file.to_owned()]);
+            }
+            if self.name.is_none() {
+                args.push("--writable".to_owned());
             }
         }
-        if self.writable == Some(true) && self.name.is_none() {
+        if self.writable == Some(true) && self.name.is_none() && self.save.is_none() {
             args.push("--writable".into());
         }
         if self.entrypoint == Some(true) {
@@ -258,6 +266,8 @@ pub struct Task {
     pub uid: u32,
     pub job: Option<String>,
     pub home: Option<String>,
+    /// SLURM_LOCALID: the task's number on its node.
+    pub local_id: Option<String>,
 }
 
 impl Task {
@@ -348,7 +358,7 @@ mod tests {
         let task = Task {
             uid: 1000,
             job: Some("42".into()),
-            home: None,
+            ..Task::default()
         };
         let first = flags(&[
             ("container-image", "/i/a.sqsh"),
@@ -366,6 +376,23 @@ mod tests {
         assert_eq!(
             later.run_args(&task).unwrap().join(" "),
             "run --layer /run/gpurun-spank/1000/42.dev --job-env --keep-uid"
+        );
+        // The node's first task saves; the others run writable alone.
+        let save = flags(&[
+            ("container-image", "/i/a.sqsh"),
+            ("container-save", "/s/out.sqsh"),
+        ]);
+        let second = Task {
+            local_id: Some("1".into()),
+            ..task.clone()
+        };
+        assert_eq!(
+            save.run_args(&task).unwrap().join(" "),
+            "run --image /i/a.sqsh --job-env --save /s/out.sqsh --writable --keep-uid"
+        );
+        assert_eq!(
+            save.run_args(&second).unwrap().join(" "),
+            "run --image /i/a.sqsh --job-env --writable --keep-uid"
         );
         assert!(is_layer_of_job("42.dev", 42));
         assert!(!is_layer_of_job("420.dev", 42) && !is_layer_of_job("42.", 42));
@@ -397,8 +424,16 @@ mod tests {
                 "keeps a writable layer",
             ),
             (
-                &[("container-image", "a.sqsh"), ("container-save", "/s.sqsh")][..],
-                "not saved",
+                &[
+                    ("container-image", "a.sqsh"),
+                    ("container-save", "/s.sqsh"),
+                    ("container-readonly", ""),
+                ][..],
+                "a saved container is writable",
+            ),
+            (
+                &[("container-image", "a.sqsh"), ("container-save", "s.sqsh")][..],
+                "absolute path",
             ),
             (
                 &[

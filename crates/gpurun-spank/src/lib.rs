@@ -162,6 +162,7 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         uid: libc::getuid(),
         job: getenv(sp, "SLURM_JOB_ID"),
         home: getenv(sp, "HOME"),
+        local_id: getenv(sp, "SLURM_LOCALID"),
     };
     let run = match flags.run_args(&task) {
         Ok(run) => run,

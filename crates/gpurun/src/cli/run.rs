@@ -63,6 +63,11 @@ pub struct RunArgs {
     /// leave --image out; one container at a time
     #[arg(long, value_name = "DIR", conflicts_with_all = ["bundle", "rootfs"])]
     pub layer: Option<PathBuf>,
+    /// With --image and --writable or --layer: once the container ends,
+    /// its root as it ended (the image and what it wrote) packed into FILE
+    /// with mksquashfs (FILE is replaced)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["bundle", "rootfs"])]
+    pub save: Option<PathBuf>,
     /// With --rootfs or --image: bind SRC on the host at DST in the container (:ro for read-only)
     #[arg(short = 'v', long = "volume", value_name = "SRC:DST[:ro]")]
     pub volumes: Vec<String>,

@@ -145,6 +145,16 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
         None => squashfs::Writable::No,
     };
     args.writable = writable.is_writable();
+    let save = match &args.save {
+        Some(_) if !args.writable => anyhow::bail!(
+            "--save needs --writable or --layer DIR: a read-only container has nothing to save"
+        ),
+        Some(_) if args.detach => anyhow::bail!(
+            "--save with -d: the run must wait for the container to end to save it; leave -d out"
+        ),
+        Some(file) => Some(squashfs::SaveTo::check(file)?),
+        None => None,
+    };
     let image = squashfs::open_image(&path)?;
     let id = adhoc_id(&args);
     containers::validate_id(&id)?;
@@ -177,10 +187,15 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     drop(image);
     args.container_id = Some(id);
     args.rootfs = Some(mounted.rootfs.clone());
-    let code = run_rootfs(ctx, args, Protection::Done);
+    let all_root = !args.keep_uid && !nix::unistd::geteuid().is_root();
+    let rootfs = mounted.rootfs.clone();
+    let code = run_rootfs(ctx, args, Protection::Done)?;
+    if let Some(save) = &save {
+        save.save(&rootfs, all_root)?;
+    }
     drop(mounted);
     drop(kept);
-    code
+    Ok(code)
 }
 
 /// Where a read-only image needs directories to mount on: the -v

@@ -164,7 +164,7 @@ fn keep_config_inside(work: &Path) -> Result<()> {
 
 /// `name`'s absolute path in the invoker's PATH (the program then runs
 /// with a fixed one).
-fn program_on_path(name: &str) -> Option<PathBuf> {
+pub fn program_on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
@@ -173,28 +173,34 @@ fn program_on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// mksquashfs of `rootfs` into `output`, with a clean environment, from
-/// `/`; in the import's user namespace for a non-root user.
+/// mksquashfs of `rootfs` into `output`, in the import's user namespace
+/// for a non-root user.
 fn pack(mksquashfs: &Path, rootfs: &Path, output: &Path) -> Result<()> {
-    let run = || -> Result<()> {
-        let out = std::process::Command::new(mksquashfs)
-            .arg(rootfs)
-            .arg(output)
-            .args(["-noappend", "-quiet", "-no-progress"])
-            .env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .current_dir("/")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .context("run mksquashfs")?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-            bail!("mksquashfs {}: {last}", output.display());
-        }
-        Ok(())
-    };
-    as_image_owner(run)
+    let mksquashfs = mksquashfs.to_owned();
+    let (rootfs, output) = (rootfs.to_owned(), output.to_owned());
+    as_image_owner(move || run_mksquashfs(&mksquashfs, &rootfs, &output, &[]))
+}
+
+/// mksquashfs of `tree` into `output` (with `extra` flags), with a clean
+/// environment, from `/`; its last line of complaint as the error.
+pub fn run_mksquashfs(mksquashfs: &Path, tree: &Path, output: &Path, extra: &[&str]) -> Result<()> {
+    let out = std::process::Command::new(mksquashfs)
+        .arg(tree)
+        .arg(output)
+        .args(["-noappend", "-quiet", "-no-progress"])
+        .args(extra)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("run mksquashfs")?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+        bail!("mksquashfs {}: {last}", output.display());
+    }
+    Ok(())
 }
 
 /// `work` with the ids that own an import's files: as it is for root; for

@@ -25,8 +25,10 @@ use safe_fs::syscall_result as check;
 
 mod fuse;
 mod kept_layer;
+mod save;
 
 pub use kept_layer::KeptLayer;
+pub use save::SaveTo;
 
 /// What goes over the image.
 #[derive(Clone, Copy)]
