@@ -78,7 +78,7 @@ fuse_mode=$(stat -c %a /dev/fuse 2>/dev/null || true)
 cp -a /etc/fuse.conf "/tmp/gpurun-slurm-fuse.conf.$$" 2>/dev/null || true
 # The plugin's directory of named containers' layers, removed at the end
 # if the suite made it.
-layers_were_there=$([ -e /run/gpurun-spank ] && echo yes)
+layers_were_there=$(if [ -e /run/gpurun-spank ]; then echo yes; fi)
 cleanup() {
   [ -n "$layers_were_there" ] || rm -rf /run/gpurun-spank
   [ -z "$fuse_mode" ] || chmod "$fuse_mode" /dev/fuse
@@ -302,15 +302,19 @@ data
 srun --quiet --container-image=$work/app.sqsh --container-name=dev sh -c 'echo one > /kept'
 srun --quiet --container-name=dev cat /kept
 srun --quiet --container-image=$work/env.sqsh --container-name=dev true 2>&1 | grep -o 'lies over'
+[ -d "/run/gpurun-spank/\$(id -u)/\$SLURM_JOB_ID.dev/upper" ] && echo layer kept
 echo "job=\$SLURM_JOB_ID"
 NAMED
   chmod 755 "$work/named-$who.sh"
   out=$(run_as "salloc --quiet $work/named-$who.sh" 2>&1)
   check "$who: --container-name: a later step sees the first one's write, another image refused" "one
-lies over" "$(echo "$out" | grep -v '^job=')"
+lies over
+layer kept" "$(echo "$out" | grep -v '^job=')"
   job=$(echo "$out" | sed -n 's/^job=//p')
   left=yes
+  [ -n "$job" ] || left="no job id"
   for _ in $(seq 1 50); do
+    [ -n "$job" ] || break
     ls "/run/gpurun-spank/$uid" 2>/dev/null | grep -q "^$job\." || { left=no; break; }
     sleep 0.2
   done
