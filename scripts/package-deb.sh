@@ -89,7 +89,7 @@ Maintainer: gpurun developers <root@localhost>
 Installed-Size: $size
 Depends: $depends
 Recommends: criu
-Suggests: squashfuse, fuse-overlayfs
+Suggests: squashfuse, fuse-overlayfs, squashfs-tools
 Section: admin
 Priority: optional
 Description: $package_summary

@@ -46,6 +46,7 @@ Packager: gpurun developers <root@localhost>
 Recommends: criu
 Suggests: squashfuse
 Suggests: fuse-overlayfs
+Suggests: squashfs-tools
 
 %description
 $package_description

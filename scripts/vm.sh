@@ -212,7 +212,7 @@ release=$(cat "$dir/release")
 systemd_image() {
   common=systemd,systemd-sysv,dbus,apparmor,dbus-user-session,udev,kmod,iproute2,runc,containerd,docker.io,podman,uidmap,procps,util-linux,busybox-static,ca-certificates,jq,python3
   if [ "$suite" = bookworm ]; then
-    image="$cache/systemd-root-6.img" packages="$common,slurmd,slurmctld,slurm-client,munge,libpmix-dev,fuse3,squashfuse,fuse-overlayfs" mirror="" opts=""
+    image="$cache/systemd-root-7.img" packages="$common,slurmd,slurmctld,slurm-client,munge,libpmix-dev,fuse3,squashfuse,fuse-overlayfs,squashfs-tools" mirror="" opts=""
   else
     image="$cache/systemd-unstable-2.img" packages="$common,docker-cli,crun,conmon,netavark,catatonit,passwd,time"
     mirror=$(sh "$(dirname "$0")/fixtures/debian-mirror.sh")
