@@ -1380,3 +1380,65 @@ fn a_saved_container_is_an_image_with_its_writes() {
         assert!(mounts_mentioning(&rt.root.to_string_lossy()).is_empty());
     }
 }
+
+/// `run --image -d`, root and a user: the container outlives the run and
+/// still reads its image (a user's FUSE daemons keep serving it) until
+/// `delete`, or, without an id, until it ends and the run's supervisor
+/// deletes it; then no mount, daemon or state is left. `--layer` with
+/// `-d` is refused: the run holds the layer only while it waits.
+#[test]
+fn a_detached_image_run_keeps_its_image_until_the_container_is_deleted() {
+    require_root!();
+    let _fuse = FuseOpenToUsers::new();
+    for who in As::both() {
+        let scratch = scratch_for(&who, "sqsh-detach");
+        let image = squashfs_image(&scratch);
+        let image_arg = image.to_string_lossy().into_owned();
+        let rt = Runtime::as_who(who.clone());
+        let id = unique("sqsh-d");
+        let started = rt.run([
+            "run", "--image", &image_arg, "-d", &id, "--", "sleep", "300",
+        ]);
+        assert_eq!(started.code, 0, "{who:?}: {}", started.stderr);
+        let read = rt.run(["exec", &id, "ls", "/bin/sh"]);
+        assert_eq!(
+            (read.code, read.stdout.as_str()),
+            (0, "/bin/sh\n"),
+            "{who:?}: {}",
+            read.stderr
+        );
+        assert_eq!(rt.run(["delete", "--force", &id]).code, 0);
+        let made_up = rt.run(["run", "--image", &image_arg, "-d", "--", "sleep", "300"]);
+        assert_eq!(made_up.code, 0, "{who:?}: {}", made_up.stderr);
+        let id = made_up.stdout.trim().to_owned();
+        let read = rt.run(["exec", &id, "ls", "/bin/sh"]);
+        assert_eq!(
+            (read.code, read.stdout.as_str()),
+            (0, "/bin/sh\n"),
+            "{who:?}: {}",
+            read.stderr
+        );
+        assert_eq!(rt.run(["kill", &id, "KILL"]).code, 0);
+        let cleared = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            rt.leftovers().is_empty() && fuse_daemons_under(&rt.root).is_empty()
+        });
+        assert!(
+            cleared,
+            "{who:?} left: {:?} {:?}",
+            rt.leftovers(),
+            fuse_daemons_under(&rt.root)
+        );
+        assert!(mounts_mentioning(&rt.root.to_string_lossy()).is_empty());
+        let layer = scratch.path().join("layer").to_string_lossy().into_owned();
+        let refused = rt.run([
+            "run", "--image", &image_arg, "--layer", &layer, "-d", "--", "true",
+        ]);
+        assert_eq!(refused.code, 1, "{who:?}");
+        assert!(
+            refused.stderr.contains("leave -d out"),
+            "{}",
+            refused.stderr
+        );
+    }
+}

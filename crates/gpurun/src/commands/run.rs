@@ -131,6 +131,11 @@ fn rootfs_only_flag(args: &RunArgs) -> Option<(&'static str, &'static str)> {
 /// directory. Root's mounts are this run's and the container's alone; a
 /// user's are FUSE mounts of the user's own.
 fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32> {
+    if args.layer.is_some() && args.detach {
+        anyhow::bail!(
+            "--layer with -d: the layer is held only while the run waits for its container; leave -d out"
+        );
+    }
     let given = args.image.take();
     let (kept, path) = match &args.layer {
         Some(dir) => {
@@ -188,8 +193,16 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     args.container_id = Some(id);
     args.rootfs = Some(mounted.rootfs.clone());
     let all_root = !args.keep_uid && !nix::unistd::geteuid().is_root();
+    let detach = args.detach;
     let rootfs = mounted.rootfs.clone();
     let code = run_rootfs(ctx, args, Protection::Done)?;
+    if detach {
+        // The container outlives this run: what serves its image stays
+        // until `delete` (a user's FUSE daemons; root's mounts live in the
+        // container's own namespace).
+        mounted.leave_for_delete();
+        return Ok(code);
+    }
     if let Some(save) = &save {
         save.save(&rootfs, all_root)?;
     }
@@ -341,6 +354,8 @@ fn run_detached_and_deleted(ctx: &Ctx, mut launch_args: LaunchArgs) -> Result<i3
                     }
                 };
             drop(writer);
+            // A `run --image -d`'s image, left serving the container.
+            squashfs::release(&ctx.root, &id);
             // SAFETY: ends the supervisor without the parent's exit path.
             unsafe { libc::_exit(code) }
         }

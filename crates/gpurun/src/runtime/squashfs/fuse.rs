@@ -46,6 +46,14 @@ impl Drop for FuseMounts {
     }
 }
 
+impl FuseMounts {
+    /// The daemons left serving their mounts, no longer this process's
+    /// to stop.
+    pub fn leave_running(mut self) {
+        self.daemons.clear();
+    }
+}
+
 /// What goes over the image, at `holder/rw`.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Layer {

@@ -112,6 +112,20 @@ impl Drop for MountedImage {
     }
 }
 
+impl MountedImage {
+    /// Leaves what serves the image to the container that outlives this
+    /// run (`run -d`): a user's FUSE daemons keep serving until `delete`
+    /// unmounts them (`release`), as after a `kill -9` of the run.
+    pub fn leave_for_delete(mut self) {
+        if let Some(daemons) = self.fuse.take() {
+            daemons.leave_running();
+        }
+        if self.by_user {
+            std::mem::forget(self);
+        }
+    }
+}
+
 /// After the container is gone (`delete`): what a killed `run --image`
 /// left in the state root. Root's mounts went with the run's namespace,
 /// leaving the empty directory; a user's FUSE mounts are unmounted here.
