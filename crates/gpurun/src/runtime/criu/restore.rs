@@ -138,7 +138,7 @@ fn make_state(
     let youki = YoukiConfig::from_spec(&prepared.spec, id)?;
     youki.save(&state_dir)?;
     fs::rename(
-        prepared.dir.join("config.json"),
+        prepared.dir().join("config.json"),
         state_dir.join("config.json"),
     )
     .context("save the container's config")?;

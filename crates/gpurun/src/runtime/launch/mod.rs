@@ -101,7 +101,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     let relayed_socket;
     let mut console_socket = args.console_socket;
     if wants_terminal && console_socket.is_none() && args.relay_terminal {
-        relayed_socket = prepared.dir.join("terminal.sock");
+        relayed_socket = prepared.dir().join("terminal.sock");
         own_console = Some(ConsoleSocket::bind(&relayed_socket)?);
         console_socket = Some(&relayed_socket);
     }
@@ -123,9 +123,9 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
         .with_preserved_fds(args.preserve_fds)
         .validate_id()?
         .as_init(&prepared.user_bundle)
-        .with_config_dir(&prepared.dir)
+        .with_config_dir(prepared.dir())
         .with_pid_record(crate::runtime::state::containers::open_pid_record(
-            &prepared.dir,
+            prepared.dir(),
         )?)
         .with_systemd(ctx.settings.systemd_cgroup)
         .with_detach(args.detach)
@@ -143,7 +143,7 @@ pub fn create(ctx: &Ctx, args: LaunchArgs) -> Result<(Container, Option<ConsoleS
     // it (libcontainer patch), as runc reads its saved config, so an exec'd
     // process joins the same cgroup and gets the same edits.
     let saved = container.root.join("config.json");
-    if let Err(e) = std::fs::rename(prepared.dir.join("config.json"), &saved) {
+    if let Err(e) = std::fs::rename(prepared.dir().join("config.json"), &saved) {
         let mut container = container;
         let _ = crate::runtime::state::containers::delete(&mut container, true);
         return Err(e).with_context(|| format!("save the config of container {:?}", args.id));

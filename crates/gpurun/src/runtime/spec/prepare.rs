@@ -159,14 +159,13 @@ pub struct CreateOptions<'a> {
 /// gpurun's working copy of a bundle. Dropping it removes the copy, which is
 /// no longer needed once libcontainer has saved its own state.
 pub struct PreparedBundle {
-    pub dir: PathBuf,
     pub user_bundle: PathBuf,
     pub spec: Spec,
     /// The `@creating` directory, its creator lock held by this create
     /// and inherited by every process it forks, so a `delete --force`
     /// after a killed create can wait for them all. Dropping it removes
     /// the copy.
-    _claim: containers::ClaimedDir,
+    claim: containers::ClaimedDir,
     /// The config has no `process`: the container can be created, not started.
     pub no_process: bool,
 }
@@ -205,7 +204,7 @@ pub fn prepare(opts: &CreateOptions) -> Result<PreparedBundle> {
     apply_gpu(&mut spec, opts, &rootfs, slurm_step.as_ref())?;
     apply_rootless(&mut spec)?;
     check_devices_can_be_opened(&spec)?;
-    write_config(&prepared.dir, &spec, opts.root)?;
+    write_config(prepared.dir(), &spec, opts.root)?;
     prepared.spec = spec;
     Ok(prepared)
 }
@@ -221,8 +220,7 @@ fn claim(opts: &CreateOptions, user_bundle: PathBuf) -> Result<PreparedBundle> {
         );
     };
     let prepared = PreparedBundle {
-        dir: claim.path.clone(),
-        _claim: claim,
+        claim,
         no_process: false,
         user_bundle,
         spec: Spec::default(),
@@ -236,6 +234,13 @@ fn claim(opts: &CreateOptions, user_bundle: PathBuf) -> Result<PreparedBundle> {
         );
     }
     Ok(prepared)
+}
+
+impl PreparedBundle {
+    /// The working copy's directory, the id's `@creating`.
+    pub fn dir(&self) -> &Path {
+        &self.claim.path
+    }
 }
 
 /// A config with no `process` is created with a stand-in that `start`

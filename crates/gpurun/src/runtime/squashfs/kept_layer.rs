@@ -35,33 +35,25 @@ impl KeptLayer {
         if text.contains([',', ':', '\\']) {
             bail!("--layer {text}: the path may not hold ',', ':' or '\\' (overlayfs's separators): pick another directory");
         }
-        match fs::DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e).with_context(|| format!("--layer {text}: create it")),
-        }
+        make_private_dir(&dir).with_context(|| format!("--layer {text}: create it"))?;
         let lock = open_own_dir(&dir)?;
         // SAFETY: flock on a descriptor we own; no memory is passed.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             bail!("--layer {text} is in use by another container: wait for it to end, or give another directory");
         }
-        let image = match (recorded_image(&dir)?, image) {
-            (Some(recorded), Some(given)) => {
-                let given = fs::canonicalize(given)
-                    .with_context(|| format!("--image {}", given.display()))?;
-                if given != recorded {
-                    bail!(
-                        "--layer {text} lies over {}, not {}: give that image, or another --layer",
-                        recorded.display(),
-                        given.display()
-                    );
-                }
-                given
-            }
-            (Some(recorded), None) => recorded,
+        let given = image
+            .map(|given| {
+                fs::canonicalize(given).with_context(|| format!("--image {}", given.display()))
+            })
+            .transpose()?;
+        let image = match (recorded_image(&dir)?, given) {
+            (Some(recorded), Some(given)) if given != recorded => bail!(
+                "--layer {text} lies over {}, not {}: give that image, or another --layer",
+                recorded.display(),
+                given.display()
+            ),
+            (Some(recorded), _) => recorded,
             (None, Some(given)) => {
-                let given = fs::canonicalize(given)
-                    .with_context(|| format!("--image {}", given.display()))?;
                 record_image(&dir, &given)?;
                 given
             }
@@ -70,13 +62,18 @@ impl KeptLayer {
             }
         };
         for part in ["upper", "work"] {
-            match fs::DirBuilder::new().mode(0o700).create(dir.join(part)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e).with_context(|| format!("--layer {text}: make {part}")),
-            }
+            make_private_dir(&dir.join(part))
+                .with_context(|| format!("--layer {text}: make {part}"))?;
         }
         Ok((KeptLayer { dir, _lock: lock }, image))
+    }
+}
+
+/// Makes `dir` 0700, or leaves the one there.
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
     }
 }
 

@@ -45,6 +45,16 @@ impl Writable<'_> {
     pub fn is_writable(self) -> bool {
         !matches!(self, Writable::No)
     }
+
+    /// The directory holding the writable layer's `upper` and `work`: the
+    /// kept one, or `holder` for a fresh layer.
+    fn layer_dir(self, holder: &Path) -> Option<PathBuf> {
+        match self {
+            Writable::No => None,
+            Writable::Fresh => Some(holder.to_owned()),
+            Writable::KeptIn(dir) => Some(dir.to_owned()),
+        }
+    }
 }
 
 /// Where `import -o FILE.sqsh` keeps the image's config inside the image.
@@ -311,12 +321,7 @@ pub fn mount(
         attach(&overlay, &mounted.holder.join("rw"))?;
         mounted.rootfs = mounted.holder.join("rw");
     }
-    let layer = match writable {
-        Writable::No => None,
-        Writable::Fresh => Some(mounted.holder.clone()),
-        Writable::KeptIn(dir) => Some(dir.to_owned()),
-    };
-    if let Some(layer) = layer {
+    if let Some(layer) = writable.layer_dir(&mounted.holder) {
         let lower = path_option(&mounted.holder.join("image"))?;
         let upper = path_option(&layer.join("upper"))?;
         let work = path_option(&layer.join("work"))?;
@@ -357,11 +362,9 @@ pub fn mount_for_user(
     for dir in ["image", "rw", "upper", "work", "stub"] {
         fs::create_dir(mounted.holder.join(dir))?;
     }
-    let layer = match writable {
-        Writable::No => fuse::Layer::None,
-        Writable::Fresh => fuse::Layer::Writable(mounted.holder.clone()),
-        Writable::KeptIn(dir) => fuse::Layer::Writable(dir.to_owned()),
-    };
+    let layer = writable
+        .layer_dir(&mounted.holder)
+        .map_or(fuse::Layer::None, fuse::Layer::Writable);
     let mut daemons = fuse::mount(image, &mounted.holder, &layer, others_too)?;
     copy_image_config(&mounted.holder)?;
     if !writable.is_writable() && stub_mount_points(&mounted.holder, mount_points)? {

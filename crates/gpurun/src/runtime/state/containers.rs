@@ -133,24 +133,8 @@ fn dir_identity(path: &Path) -> Option<(u64, u64)> {
 /// `renameat2(RENAME_NOREPLACE)`: fails with EEXIST where `to` exists,
 /// even as an empty directory (which a plain rename would replace).
 fn rename_no_replace(from: &Path, to: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let from = std::ffi::CString::new(from.as_os_str().as_bytes())?;
-    let to = std::ffi::CString::new(to.as_os_str().as_bytes())?;
-    // SAFETY: two NUL-terminated paths that outlive the call.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            from.as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    use nix::fcntl::{renameat2, RenameFlags};
+    renameat2(None, from, None, to, RenameFlags::RENAME_NOREPLACE).map_err(std::io::Error::from)
 }
 
 /// Takes the creator lock in a directory no other gpurun can see yet.
