@@ -840,10 +840,7 @@ fn a_killed_image_run_leaves_nothing_once_its_container_is_deleted() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let running = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        rt.run(["state", &id]).stdout.contains("\"running\"")
-    });
+    let running = runs_soon(&rt, &id);
     assert!(running, "the container never ran");
     assert_eq!(loops_backed_by(&image).len(), 1);
     // An exec joins it, though the host does not see its root.
@@ -1077,20 +1074,22 @@ impl Drop for FuseOpenToUsers {
 
 /// The FUSE daemons still serving mounts under `state_root`.
 fn fuse_daemons_under(state_root: &Path) -> Vec<String> {
-    let root = state_root.to_string_lossy().into_owned();
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    procs
-        .flatten()
-        .filter_map(|p| {
-            let comm = fs::read_to_string(p.path().join("comm")).ok()?;
-            let argv = fs::read(p.path().join("cmdline")).ok()?;
-            let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
-            let daemon = matches!(comm.trim(), "squashfuse" | "fuse-overlayfs");
-            (daemon && argv.contains(&root)).then_some(argv)
+    let daemons: Vec<i32> = processes_mentioning(&state_root.to_string_lossy())
+        .into_iter()
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| matches!(comm.trim(), "squashfuse" | "fuse-overlayfs"))
         })
-        .collect()
+        .collect();
+    describe_processes(&daemons)
+}
+
+/// Whether container `id` of `rt` is running within ten seconds.
+fn runs_soon(rt: &Runtime, id: &str) -> bool {
+    (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        rt.run(["state", id]).stdout.contains("\"running\"")
+    })
 }
 
 /// A user's `run --image`, of a squashfs file and of a SIF file, mounts
@@ -1173,10 +1172,7 @@ fn a_users_killed_image_run_is_cleaned_up_by_delete() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let running = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        rt.run(["state", &id]).stdout.contains("\"running\"")
-    });
+    let running = runs_soon(&rt, &id);
     assert!(running, "the container never ran");
     child.kill().unwrap();
     child.wait().unwrap();
@@ -1251,10 +1247,7 @@ fn a_kept_layer_carries_a_containers_writes_to_the_next_run() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let running = (0..100).any(|_| {
-            std::thread::sleep(Duration::from_millis(100));
-            rt.run(["state", &id]).stdout.contains("\"running\"")
-        });
+        let running = runs_soon(&rt, &id);
         assert!(running, "{who:?}: the container never ran");
         let busy = rt.run(["run", "--layer", &layer_arg, "--", "true"]);
         assert_eq!(busy.code, 1, "{who:?}");
