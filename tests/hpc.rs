@@ -1093,8 +1093,10 @@ fn runs_soon(rt: &Runtime, id: &str) -> bool {
 }
 
 /// A user's `run --image`, of a squashfs file and of a SIF file, mounts
-/// it through FUSE (squashfuse, read-only; fuse-overlayfs under
-/// --writable), with every file root's inside the user namespace, and a
+/// it through FUSE (squashfuse, read-only), with every file root's inside
+/// the user namespace; under --writable the container's init lays the
+/// kernel's overlayfs over it in the container's user namespace (not
+/// fuse-overlayfs, which --layer and --save keep), and a
 /// GPU (nvidia-smi injected, exit 9) though the image takes no mount
 /// point. The file is unchanged, and once each run ends the host has no
 /// mount under the state root, no daemon, and the state root is empty.
@@ -1116,7 +1118,7 @@ fn a_users_squashfs_and_sif_images_run_in_place_through_fuse() {
         let image_arg = image.to_string_lossy().into_owned();
         for (flags, root_fs, write) in [
             (&[][..], "fuse.squashfuse", "write=1"),
-            (&["--writable"][..], "fuse.fuse-overlayfs", "write=0"),
+            (&["--writable"][..], "overlay", "write=0"),
         ] {
             let rt = Runtime::as_who(user.clone());
             let mut args = vec!["run", "--image", &image_arg, "--gpus", "0"];
@@ -1183,7 +1185,8 @@ fn a_users_killed_image_run_is_cleaned_up_by_delete() {
         "{}",
         exec.stderr
     );
-    assert_eq!(mounts_mentioning(&format!("{id}@image")).len(), 2);
+    // The image's squashfuse; the writable layer is the container's own.
+    assert_eq!(mounts_mentioning(&format!("{id}@image")).len(), 1);
     let deleted = rt.run(["delete", "--force", &id]);
     assert_eq!(deleted.code, 0, "{}", deleted.stderr);
     assert!(mounts_mentioning(&rt.root.to_string_lossy()).is_empty());

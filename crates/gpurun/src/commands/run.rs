@@ -10,7 +10,7 @@ use crate::runtime::protect::seal;
 use crate::runtime::protect::stub_policy::{self, Protection};
 use crate::runtime::spec::idmap::UserIds;
 use crate::runtime::spec::prepare;
-use crate::runtime::spec::rootfs_spec::{self, AdhocOptions};
+use crate::runtime::spec::rootfs_spec::{self, AdhocOptions, RootLayer};
 use crate::runtime::spec::slurm_mpi;
 use crate::runtime::squashfs;
 use crate::runtime::state::containers;
@@ -28,7 +28,7 @@ pub fn run(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
         return run_image(ctx, args, protection);
     }
     if args.rootfs.is_some() {
-        return run_rootfs(ctx, args, protection);
+        return run_rootfs(ctx, args, protection, RootLayer::None);
     }
     if let Some((flag, instead)) = rootfs_only_flag(&args) {
         anyhow::bail!("{flag} needs --rootfs DIR; with a bundle, {instead}");
@@ -187,6 +187,7 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
             writable,
             &mount_points,
             args.keep_uid,
+            squashfs::user_layer_in_container(writable, save.is_some()),
         )?
     };
     drop(image);
@@ -195,7 +196,12 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     let all_root = !args.keep_uid && !nix::unistd::geteuid().is_root();
     let detach = args.detach;
     let rootfs = mounted.rootfs.clone();
-    let code = run_rootfs(ctx, args, Protection::Done)?;
+    let layer = if mounted.layer_in_container {
+        RootLayer::InContainer
+    } else {
+        RootLayer::None
+    };
+    let code = run_rootfs(ctx, args, Protection::Done, layer)?;
     if detach {
         // The container outlives this run: what serves its image stays
         // until `delete` (a user's FUSE daemons; root's mounts live in the
@@ -238,8 +244,9 @@ fn adhoc_id(args: &RunArgs) -> String {
         .unwrap_or_else(|| format!("gpurun-{}", std::process::id()))
 }
 
-/// `run --rootfs DIR -- CMD`: no config.json; the spec is made here.
-fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
+/// `run --rootfs DIR -- CMD`: no config.json; the spec is made here, with
+/// `layer` over the root.
+fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection, layer: RootLayer) -> Result<i32> {
     let dir = args.rootfs.as_deref().expect("checked by the caller");
     let rootfs = std::fs::canonicalize(dir)
         .ok()
@@ -297,6 +304,7 @@ fn run_rootfs(ctx: &Ctx, args: RunArgs, protection: Protection) -> Result<i32> {
         host_network,
         host_files: &host_files,
         private_tmp: args.private_tmp,
+        root_layer: layer,
     })?;
     stub_policy::protect_run(protection, Some(&spec))?;
     let id = adhoc_id(&args);

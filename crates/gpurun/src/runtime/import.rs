@@ -358,6 +358,7 @@ fn write_config(
         host_network: true,
         host_files: &[],
         private_tmp: false,
+        root_layer: rootfs_spec::RootLayer::None,
     })?;
     let mut value = serde_json::to_value(&spec)?;
     if let Some(u) = c["User"].as_str().filter(|u| !u.is_empty()) {

@@ -102,6 +102,16 @@ pub struct AdhocOptions<'a> {
     pub host_files: &'a [&'a str],
     /// A tmpfs of the container's own at /tmp (a read-only image's).
     pub private_tmp: bool,
+    pub root_layer: RootLayer,
+}
+
+/// What the container's init lays over the root before any other mount.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum RootLayer {
+    None,
+    /// A writable overlayfs layer on a tmpfs of the container's own
+    /// (`squashfs::user_layer_in_container`).
+    InContainer,
 }
 
 pub fn make_spec(opts: &AdhocOptions) -> Result<Spec> {
@@ -182,9 +192,13 @@ fn set_network(value: &mut Value, host_network: bool) -> Result<()> {
     Ok(())
 }
 
-/// The host files (read-only) and the `-v` volumes.
+/// The root's layer (first: every other mount goes on top of it), the
+/// host files (read-only) and the `-v` volumes.
 fn add_bind_mounts(value: &mut Value, opts: &AdhocOptions) -> Result<()> {
     let mounts = value["mounts"].as_array_mut().context("default mounts")?;
+    if opts.root_layer == RootLayer::InContainer {
+        mounts.insert(0, root_overlay(opts.user.is_some()));
+    }
     if opts.private_tmp {
         mounts.push(json!({
             "destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
@@ -208,6 +222,21 @@ fn add_bind_mounts(value: &mut Value, opts: &AdhocOptions) -> Result<()> {
         }));
     }
     Ok(())
+}
+
+/// An overlay over the root itself, laid by the container's init: the
+/// root (resolved by descriptor, `DESTINATION_LAYER`) below a private
+/// upper layer, with user xattrs in a user namespace.
+fn root_overlay(user_namespace: bool) -> Value {
+    use gpurun_gpu::plan::mount_points::{DESTINATION_LAYER, PRIVATE_UPPER};
+    let mut options = vec![
+        format!("lowerdir={DESTINATION_LAYER}"),
+        format!("upperdir={PRIVATE_UPPER}"),
+    ];
+    if user_namespace {
+        options.push("userxattr".into());
+    }
+    json!({"destination": "/", "type": "overlay", "source": "overlay", "options": options})
 }
 
 #[cfg(test)]
@@ -236,6 +265,7 @@ mod tests {
             host_network: true,
             host_files: &[],
             private_tmp: false,
+            root_layer: RootLayer::None,
         }
     }
 
@@ -363,5 +393,42 @@ mod tests {
             .unwrap(),
             ["A=1", "B=2"]
         );
+    }
+
+    #[test]
+    fn a_layer_in_the_container_is_the_first_mount_over_the_root_itself() {
+        let cmd = vec!["true".to_owned()];
+        let u = user();
+        let volumes = vec![Volume {
+            source: "/scratch".into(),
+            destination: "/data".into(),
+            read_only: false,
+        }];
+        let spec = make_spec(&AdhocOptions {
+            volumes: &volumes,
+            root_layer: RootLayer::InContainer,
+            ..opts(&cmd, Some(&u))
+        })
+        .unwrap();
+        let v = serde_json::to_value(&spec).unwrap();
+        let mounts = v["mounts"].as_array().unwrap();
+        assert_eq!(mounts[0]["destination"], "/");
+        assert_eq!(mounts[0]["type"], "overlay");
+        assert_eq!(
+            mounts[0]["options"],
+            json!([
+                "lowerdir=x-gpurun-destination",
+                "upperdir=x-gpurun-private",
+                "userxattr"
+            ])
+        );
+        assert_eq!(mounts.iter().filter(|m| m["type"] == "overlay").count(), 1);
+        let plain = make_spec(&opts(&cmd, Some(&u))).unwrap();
+        let v = serde_json::to_value(&plain).unwrap();
+        assert!(!v["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["destination"] == "/"));
     }
 }

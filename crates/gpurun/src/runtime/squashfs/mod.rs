@@ -108,6 +108,9 @@ pub struct MountedImage {
     /// mounts have none.
     fuse: Option<fuse::FuseMounts>,
     by_user: bool,
+    /// The writable layer is left to the container's init
+    /// (`layer_in_container`): the root given is the image itself.
+    pub layer_in_container: bool,
 }
 
 impl Drop for MountedImage {
@@ -297,6 +300,7 @@ pub fn mount(
         holder,
         fuse: None,
         by_user: false,
+        layer_in_container: false,
     };
     let tmpfs = detached_mount(c"tmpfs", &[FsOption::required(c"mode", c"0700")], 0)?;
     attach(&tmpfs, &mounted.holder)?;
@@ -341,8 +345,22 @@ pub fn mount(
     Ok(mounted)
 }
 
+/// Whether a user's writable layer is the kernel's overlayfs, which the
+/// container's init lays over the image in its own user namespace (Linux
+/// 5.11 lets a user namespace mount it), on a tmpfs of the container's:
+/// no FUSE daemon between the container and its writes, which go with the
+/// container. Only for a fresh layer nobody reads after the container:
+/// `--layer` keeps fuse-overlayfs's layer for the next run, and `--save`
+/// packs the layer once the container has ended.
+pub fn user_layer_in_container(writable: Writable, saving: bool) -> bool {
+    matches!(writable, Writable::Fresh)
+        && !saving
+        && libcontainer::utils::kernel_at_least((5, 11)).unwrap_or(false)
+}
+
 /// Mounts `image` for a user's container `id` through FUSE (`fuse`):
-/// read-only, with a layer as `writable` says (a fresh one in the holder).
+/// read-only, with a layer as `writable` says (a fresh one in the holder),
+/// or none where the container's init lays it (`layer_in_container`).
 pub fn mount_for_user(
     image: &ImageFile,
     state_root: &Path,
@@ -350,6 +368,7 @@ pub fn mount_for_user(
     writable: Writable,
     mount_points: &[PathBuf],
     others_too: bool,
+    layer_in_container: bool,
 ) -> Result<MountedImage> {
     let holder = holder_dir(state_root, id);
     fs::create_dir(&holder).with_context(|| format!("create {}", holder.display()))?;
@@ -358,13 +377,15 @@ pub fn mount_for_user(
         holder,
         fuse: None,
         by_user: true,
+        layer_in_container,
     };
     for dir in ["image", "rw", "upper", "work", "stub"] {
         fs::create_dir(mounted.holder.join(dir))?;
     }
-    let layer = writable
-        .layer_dir(&mounted.holder)
-        .map_or(fuse::Layer::None, fuse::Layer::Writable);
+    let layer = match writable.layer_dir(&mounted.holder) {
+        Some(dir) if !layer_in_container => fuse::Layer::Writable(dir),
+        _ => fuse::Layer::None,
+    };
     let mut daemons = fuse::mount(image, &mounted.holder, &layer, others_too)?;
     copy_image_config(&mounted.holder)?;
     if !writable.is_writable() && stub_mount_points(&mounted.holder, mount_points)? {
@@ -376,7 +397,7 @@ pub fn mount_for_user(
         )?;
         mounted.rootfs = mounted.holder.join("rw");
     }
-    if writable.is_writable() {
+    if writable.is_writable() && !layer_in_container {
         mounted.rootfs = mounted.holder.join("rw");
     }
     mounted.fuse = Some(daemons);
