@@ -295,6 +295,46 @@ fn nvidia_cdi_hooks_are_done_natively_with_no_toolkit_on_the_host() {
     }
 }
 
+/// Toolkit 1.19's compat hook of an Orin (`--host-cuda-version` with no
+/// driver version, `--cuda-compat-container-root`), done natively: the
+/// image's library in that folder leads libcuda.so.1 when its note's CUDA
+/// (12.9) is newer than the host's, and not when it is not.
+#[test]
+fn an_orin_compat_hook_is_done_natively_by_cuda_version() {
+    require_root!();
+    for (host_cuda, want) in [
+        ("12.2", "=> /usr/local/cuda/compat_orin/libcuda.so.1"),
+        ("12.9", &format!("=> {FOLDER}/libcuda.so.1")[..]),
+    ] {
+        let mut spec = toolkit_form();
+        for h in spec["containerEdits"]["hooks"].as_array_mut().unwrap() {
+            if h["args"][1] == "enable-cuda-compat" {
+                h["args"] = json!([
+                    "nvidia-cdi-hook",
+                    "enable-cuda-compat",
+                    format!("--host-cuda-version={host_cuda}"),
+                    "--cuda-compat-container-root=/usr/local/cuda/compat_orin"
+                ]);
+            }
+        }
+        let bundle = Bundle::glibc(None);
+        let cuda = bundle.rootfs().join("usr/local/cuda");
+        fs::create_dir_all(&cuda).unwrap();
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(GpuFixtures::get().dir.join("compat/note-listed"))
+            .arg(cuda.join("compat_orin"))
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        bundle.set_process(&["sh", "-c", "ldconfig -p | grep 'libcuda.so.1 '"], &[]);
+        apply_cdi(&bundle, &spec, "0", false);
+        let out = run_bundle(&Runtime::new(), &bundle);
+        assert_eq!(out.code, 0, "{host_cuda}: {}", out.stderr);
+        assert!(out.stdout.contains(want), "{host_cuda}: {}", out.stdout);
+    }
+}
+
 #[test]
 fn a_recording_hook_at_the_hook_path_is_never_run_and_debug_says_what_was_done() {
     require_root!();

@@ -444,6 +444,124 @@ fn a_tegra_host_gets_exactly_what_its_csv_lists() {
     assert!(!cdi.stdout.contains("enable-cuda-compat"));
 }
 
+/// An Orin (NVML names its GPU `Orin (nvgpu)`, as JetPack 6's NVML does)
+/// takes an image's CUDA forward compatibility from
+/// `/usr/local/cuda/compat_orin`, as the toolkit's CSV mode does, when the
+/// library's note says a newer CUDA than the host's (NVML's, the only
+/// version a Tegra host has): the linker cache then leads libcuda.so.1
+/// there. Not with the host's CUDA as new, nor on a Tegra host whose NVML
+/// does not answer, nor from `/usr/local/cuda/compat`. `gpu cdi` writes
+/// the toolkit 1.19 hook for it.
+#[test]
+fn an_orin_takes_the_images_compat_orin_when_its_cuda_is_newer() {
+    require_root!();
+    let fixtures = GpuFixtures::get();
+    let scratch = Scratch::new("orin");
+    let made = run_cmd(
+        std::process::Command::new("sh")
+            .arg(repo().join("scripts/fixtures/fake-tegra-host.sh"))
+            .arg(fixtures.dir.join("host"))
+            .arg(scratch.path().join("tegra")),
+        TIMEOUT,
+    );
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let flags = std::fs::read_to_string(scratch.path().join("tegra/flags")).unwrap();
+    let flags: Vec<&str> = flags.split_whitespace().collect();
+    let nvml_dir = scratch.path().join("tegra/driver/usr/lib/x86_64-linux-gnu");
+    std::fs::create_dir_all(&nvml_dir).unwrap();
+    let fake_nvml = gpurun_bin().with_file_name("libfake_nvml.so");
+    std::fs::copy(&fake_nvml, nvml_dir.join("libnvidia-ml.so.1")).unwrap();
+    let nvml_config = |name: &str, cuda: u32| {
+        let file = scratch.path().join(format!("nvml-{cuda}.json"));
+        let gpu = serde_json::json!({"uuid": "GPU-0f0f0f0f-1111-2222-3333-444444444444", "name": name,
+            "minor": 0, "busId": "00000000:00:00.0", "cc": [8, 7], "brand": 0});
+        let config =
+            serde_json::json!({"driverVersion": "540.4.0", "cudaVersion": cuda, "gpus": [gpu]});
+        std::fs::write(&file, config.to_string()).unwrap();
+        file
+    };
+    let rt = Runtime::new();
+    for (compat_dir, nvml, want) in [
+        (
+            "compat_orin",
+            Some(nvml_config("Orin (nvgpu)", 12020)),
+            "=> /usr/local/cuda/compat_orin/libcuda.so.1",
+        ),
+        (
+            "compat_orin",
+            Some(nvml_config("Orin (nvgpu)", 12090)),
+            "=> /usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
+        ),
+        (
+            "compat_orin",
+            None,
+            "=> /usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
+        ),
+        (
+            "compat",
+            Some(nvml_config("Orin (nvgpu)", 12020)),
+            "=> /usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
+        ),
+    ] {
+        let bundle = Bundle::glibc(None);
+        let cuda = bundle.rootfs().join("usr/local/cuda");
+        std::fs::create_dir_all(&cuda).unwrap();
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(fixtures.dir.join("compat/note-listed"))
+            .arg(cuda.join(compat_dir))
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        bundle.set_process(
+            &["sh", "-c", "ldconfig -p | grep 'libcuda.so.1 '"],
+            &["NVIDIA_VISIBLE_DEVICES=all"],
+        );
+        let dir = bundle.dir.to_string_lossy().into_owned();
+        let mut args: Vec<&str> = flags.clone();
+        args.extend(["run", "--bundle", &dir]);
+        let id = unique("orin");
+        args.push(&id);
+        let mut cmd = rt.command(&args);
+        match &nvml {
+            Some(config) => cmd.env("FAKE_NVML_JSON", config),
+            None => cmd.env_remove("FAKE_NVML_JSON"),
+        };
+        let out = run_cmd(&mut cmd, TIMEOUT);
+        assert_eq!(out.code, 0, "{compat_dir} {nvml:?}: {}", out.stderr);
+        assert!(
+            out.stdout.contains(want),
+            "{compat_dir} {nvml:?}: {}",
+            out.stdout
+        );
+        assert!(rt.leftovers().is_empty(), "left: {:?}", rt.leftovers());
+    }
+    let mut args: Vec<&str> = flags.clone();
+    args.extend(["gpu", "cdi"]);
+    let mut cdi = rt.command(&args);
+    cdi.env("FAKE_NVML_JSON", nvml_config("Orin (nvgpu)", 12020));
+    let cdi = run_cmd(&mut cdi, TIMEOUT);
+    let spec: serde_json::Value = serde_json::from_str(&cdi.stdout).unwrap();
+    // gpurun's hook program: ["gpurun", "cdi-hook", SUBCOMMAND, ...].
+    let compat: Vec<&[serde_json::Value]> = spec["containerEdits"]["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["args"].as_array())
+        .filter(|args| args.get(2).is_some_and(|a| a == "enable-cuda-compat"))
+        .map(|args| &args[3..])
+        .collect();
+    assert_eq!(
+        compat,
+        [[
+            "--host-cuda-version=12.2",
+            "--cuda-compat-container-root=/usr/local/cuda/compat_orin"
+        ]],
+        "{}",
+        cdi.stdout
+    );
+}
+
 /// The X server's NVIDIA driver, GLX module and xorg.conf.d snippet, as
 /// each distribution places them, go where the X server looks for them,
 /// with display (and graphics), never with compute alone.

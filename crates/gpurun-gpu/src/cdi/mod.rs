@@ -127,6 +127,33 @@ impl HookProgram {
     }
 }
 
+/// enable-cuda-compat's arguments, as the toolkit writes them: the host's
+/// driver version; on a Tegra host the CUDA version NVML gives, with
+/// Orin's compat folder (toolkit 1.19's CSV mode). None on WSL2, whose
+/// libcuda is Windows' own, or on a Tegra host without NVML.
+fn compat_hook_args(inv: &Inventory) -> Option<Vec<String>> {
+    if inv.wsl.is_some() {
+        return None;
+    }
+    let mut args = vec!["enable-cuda-compat".to_owned()];
+    match &inv.tegra {
+        None => args.push(format!("--host-driver-version={}", inv.driver_version)),
+        Some(tegra) => {
+            args.push(format!(
+                "--host-cuda-version={}",
+                inv.cuda_version.as_ref()?
+            ));
+            if tegra.orin {
+                args.push(format!(
+                    "--cuda-compat-container-root={}",
+                    crate::inventory::tegra::ORIN_COMPAT_DIR
+                ));
+            }
+        }
+    }
+    Some(args)
+}
+
 /// The spec, in the form `nvidia-ctk cdi generate` writes: one device per
 /// GPU index and UUID plus "all"; the driver's utility and compute files
 /// bind-mounted at their driver-root paths (programs in /usr/bin), and the
@@ -145,13 +172,8 @@ pub fn spec(inv: &Inventory, hooks: &HookProgram) -> Value {
             "--link".into(),
             format!("libcuda.so.1::{dir}/libcuda.so"),
         ]));
-        // WSL2's libcuda is Windows' own, a Tegra's JetPack's: no compat
-        // libraries of the image replace them here.
-        if !inv.one_node_set() {
-            spec_hooks.push(hooks.hook(&[
-                "enable-cuda-compat".into(),
-                format!("--host-driver-version={}", inv.driver_version),
-            ]));
+        if let Some(args) = compat_hook_args(inv) {
+            spec_hooks.push(hooks.hook(&args));
         }
     }
     if !driver.folders.is_empty() {

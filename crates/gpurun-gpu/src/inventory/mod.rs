@@ -74,6 +74,15 @@ pub struct Inventory {
 }
 
 impl Inventory {
+    /// Where an image keeps CUDA forward compatibility on this host.
+    pub fn cuda_compat_dir(&self) -> &'static Path {
+        if self.tegra.as_ref().is_some_and(|t| t.orin) {
+            Path::new(tegra::ORIN_COMPAT_DIR)
+        } else {
+            Path::new(crate::plan::cuda_compat::COMPAT_DIR)
+        }
+    }
+
     /// One set of nodes serves every GPU (WSL2's /dev/dxg, a Tegra's CSV
     /// nodes): a GPU request gets them whichever GPUs it names.
     pub fn one_node_set(&self) -> bool {
@@ -297,8 +306,37 @@ fn tegra_inventory(roots: &Roots, root: &Rootfs, host: TegraHost) -> Inventory {
         gpu.node = None;
         gpu.drm_nodes.clear();
     }
+    let mut host = host;
+    add_tegra_nvml(&mut inventory, &mut host, root, platform);
     inventory.tegra = Some(host);
     inventory
+}
+
+/// What NVML says on a Tegra host where it initialises (JetPack 6 ships
+/// it): the CUDA version and the GPU's name, which tells an Orin, as the
+/// toolkit asks them for CUDA forward compatibility. The driver version
+/// stays unknown: Tegra's libraries carry none.
+fn add_tegra_nvml(
+    inventory: &mut Inventory,
+    host: &mut TegraHost,
+    root: &Rootfs,
+    platform: &Platform,
+) {
+    let dirs = driver_files::library_dirs(root, &mut Looked::default(), platform);
+    let Some(facts) = driver_files::nvml_library(root, &dirs)
+        .and_then(|lib| crate::inventory::nvml::query_isolated(&lib))
+    else {
+        tracing::debug!(
+            "Tegra host: NVML does not answer; no CUDA version for forward compatibility"
+        );
+        return;
+    };
+    let names: Vec<&str> = facts.gpus.iter().map(|g| g.model.as_str()).collect();
+    host.orin = tegra::is_orin(&names);
+    if let (Some(igpu), Some(name)) = (inventory.gpus.first_mut(), names.first()) {
+        igpu.model = (*name).to_owned();
+    }
+    inventory.cuda_version = facts.cuda_version;
 }
 
 /// The driver version and GPUs: from NVML where `source` allows and it

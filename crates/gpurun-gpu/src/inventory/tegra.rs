@@ -109,6 +109,21 @@ pub struct TegraHost {
     pub list: CsvList,
     /// `/etc/nv_tegra_release`'s first line, where the root has it.
     pub release: Option<String>,
+    /// NVML names an Orin GPU (`Orin (nvgpu)`): an image's CUDA forward
+    /// compatibility is in `ORIN_COMPAT_DIR`, as the toolkit has it.
+    #[serde(default)]
+    pub orin: bool,
+}
+
+/// Where an image keeps CUDA forward compatibility for Orin (the
+/// toolkit's `defaultOrinCompatContainerRoot`; `cuda-compat-orin-*`).
+pub const ORIN_COMPAT_DIR: &str = "/usr/local/cuda/compat_orin";
+/// What NVML's name of an Orin integrated GPU contains.
+const ORIN_NAME: &str = "Orin (nvgpu)";
+
+/// Whether NVML's GPU names show an Orin.
+pub fn is_orin(names: &[&str]) -> bool {
+    names.iter().any(|n| n.contains(ORIN_NAME))
 }
 
 /// A Tegra host: the driver root has `/etc/nv_tegra_release` or the SoC
@@ -151,6 +166,8 @@ pub fn detect(root: &Rootfs, dev_root: &Path, looked: &mut Looked) -> Option<Teg
         csv_files,
         list,
         release,
+        // NVML says (`add_tegra_nvml`).
+        orin: false,
     })
 }
 

@@ -71,10 +71,7 @@ pub fn decide(
     host_cuda: Option<&str>,
 ) -> (bool, String) {
     let Some(host_major) = major(host_driver) else {
-        return (
-            false,
-            format!("the host driver version {host_driver:?} is unknown"),
-        );
+        return by_cuda_version(note, host_driver, host_cuda);
     };
     match note {
         Some(note) if !note.driver.is_empty() => {
@@ -110,6 +107,47 @@ pub fn decide(
             Some(m) if m > host_major => (true, format!("no {NOTE_SECTION}; its major {m} is newer than the host's {host_major}")),
             _ => (false, format!("no {NOTE_SECTION}; {compat_version} is not a newer major than the host's {host_driver}")),
         },
+    }
+}
+
+/// Where the host's driver branch is unknown (a Tegra host, whose NVML
+/// gives the CUDA version alone): the note's CUDA version against the
+/// host's, as the toolkit's `--host-cuda-version` decides.
+fn by_cuda_version(
+    note: Option<&CompatNote>,
+    host_driver: &str,
+    host_cuda: Option<&str>,
+) -> (bool, String) {
+    let Some(host) = host_cuda else {
+        return (
+            false,
+            format!("the host driver version {host_driver:?} is unknown"),
+        );
+    };
+    match note {
+        Some(note) if !note.cuda_version.is_empty() => {
+            if version_cmp(&note.cuda_version, host) == Ordering::Greater {
+                (
+                    true,
+                    format!(
+                        "its CUDA {} is newer than the host's {host}",
+                        note.cuda_version
+                    ),
+                )
+            } else {
+                (
+                    false,
+                    format!(
+                        "its CUDA {} is not newer than the host's {host}",
+                        note.cuda_version
+                    ),
+                )
+            }
+        }
+        _ => (
+            false,
+            format!("no CUDA version in a {NOTE_SECTION}, and the host's driver branch is unknown"),
+        ),
     }
 }
 
@@ -179,5 +217,23 @@ mod tests {
         }
         let (used, _) = decide("575.57.08", None, "99.1.1", None);
         assert!(used, "numeric, not textual");
+    }
+
+    #[test]
+    fn with_the_host_cuda_version_alone_the_notes_cuda_version_decides() {
+        let orin = CompatNote {
+            cuda_version: "12.9".into(),
+            driver: vec![535, 550],
+        };
+        for (host_cuda, note, want) in [
+            (Some("12.2"), Some(&orin), true),
+            (Some("12.9"), Some(&orin), false),
+            (Some("12.10"), Some(&orin), false),
+            (Some("12.2"), None, false),
+            (None, Some(&orin), false),
+        ] {
+            let (used, why) = decide("1.1", note, "unknown", host_cuda);
+            assert_eq!(used, want, "{host_cuda:?} {note:?}: {why}");
+        }
     }
 }

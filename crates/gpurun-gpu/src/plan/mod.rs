@@ -360,7 +360,12 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         Some(root)
             if gpu_request && caps.contains(&Capability::Compute) && !req.cuda_compat_disabled =>
         {
-            find_cuda_compat(root, &inv.driver_version, inv.cuda_version.as_deref())
+            find_cuda_compat(
+                root,
+                inv.cuda_compat_dir(),
+                &inv.driver_version,
+                inv.cuda_version.as_deref(),
+            )
         }
         _ => None,
     };
@@ -814,10 +819,11 @@ fn visible_env(
 /// links never lead gpurun to a host file.
 pub fn find_cuda_compat(
     root: &Rootfs,
+    compat_dir: &Path,
     host_driver: &str,
     host_cuda: Option<&str>,
 ) -> Option<CudaCompat> {
-    let dir = root.real_dir(Path::new(cuda_compat::COMPAT_DIR))?;
+    let dir = root.real_dir(compat_dir)?;
     let host_dir = root.host_path().join(dir.strip_prefix("/").unwrap_or(&dir));
     let names: Vec<String> = std::fs::read_dir(&host_dir)
         .ok()?

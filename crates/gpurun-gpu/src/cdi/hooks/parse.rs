@@ -11,8 +11,16 @@ pub enum Op {
     CreateSymlinks {
         links: Vec<Link>,
     },
+    /// `--host-driver-version`, `--host-cuda-version` (toolkit 1.19,
+    /// where NVML gives no driver branch: Tegra) and
+    /// `--cuda-compat-container-root` (the image's folder, Orin's
+    /// `compat_orin`; empty: `/usr/local/cuda/compat`).
     EnableCudaCompat {
         host_driver_version: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        host_cuda_version: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        compat_root: String,
     },
     /// `--folder DIR`, repeatable.
     UpdateLdcache {
@@ -124,6 +132,8 @@ pub fn parse(args: &[String]) -> Result<Op> {
         }
         "enable-cuda-compat" => Op::EnableCudaCompat {
             host_driver_version: all("host-driver-version").pop().unwrap_or_default(),
+            host_cuda_version: all("host-cuda-version").pop().unwrap_or_default(),
+            compat_root: all("cuda-compat-container-root").pop().unwrap_or_default(),
         },
         "update-ldcache" => Op::UpdateLdcache {
             folders: all("folder").into_iter().map(PathBuf::from).collect(),

@@ -107,7 +107,16 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
             }
             Op::EnableCudaCompat {
                 host_driver_version,
-            } => compat_folder = plan_cuda_compat(&mut p, root, host_driver_version),
+                host_cuda_version,
+                compat_root,
+            } => {
+                let host = HostVersions {
+                    driver: host_driver_version,
+                    cuda: Some(host_cuda_version.as_str()).filter(|v| !v.is_empty()),
+                    compat_root: Some(compat_root.as_str()).filter(|v| !v.is_empty()),
+                };
+                compat_folder = plan_cuda_compat(&mut p, root, &host)
+            }
             Op::UpdateLdcache { folders: f } => folders.extend(f.iter().map(|d| {
                 let clean = in_container(d);
                 root.resolve(&clean).map_or(clean, |(p, _)| p)
@@ -132,14 +141,26 @@ pub fn plan(ops: &[Op], spec: &Spec, root: &Rootfs, host: &HostFacts, in_place: 
     p
 }
 
+/// What enable-cuda-compat is told of the host, and where the image's
+/// compat folder is.
+pub(super) struct HostVersions<'a> {
+    pub driver: &'a str,
+    pub cuda: Option<&'a str>,
+    pub compat_root: Option<&'a str>,
+}
+
 /// enable-cuda-compat: the image's compat library, and its folder when used.
 pub(super) fn plan_cuda_compat(
     p: &mut HookPlan,
     root: &Rootfs,
-    host_driver_version: &str,
+    host: &HostVersions,
 ) -> Option<PathBuf> {
     let mut folder = None;
-    match gpu_plan::find_cuda_compat(root, host_driver_version, None) {
+    let dir = Path::new(
+        host.compat_root
+            .unwrap_or(crate::plan::cuda_compat::COMPAT_DIR),
+    );
+    match gpu_plan::find_cuda_compat(root, dir, host.driver, host.cuda) {
         Some(c) if c.used => {
             p.cuda_compat = Some(format!("{} used: {}", c.library.display(), c.why));
             folder = Some(c.dir);

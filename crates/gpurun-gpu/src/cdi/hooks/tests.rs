@@ -61,7 +61,21 @@ fn subcommands_and_flags_parse_as_the_toolkit_takes_them() {
     assert_eq!(
         parse(&args("enable-cuda-compat --host-driver-version=535.104.05")).unwrap(),
         Op::EnableCudaCompat {
-            host_driver_version: "535.104.05".into()
+            host_driver_version: "535.104.05".into(),
+            host_cuda_version: String::new(),
+            compat_root: String::new(),
+        }
+    );
+    // Toolkit 1.19's CSV mode on an Orin.
+    assert_eq!(
+        parse(&args(
+            "enable-cuda-compat --host-cuda-version=12.6 --cuda-compat-container-root=/usr/local/cuda/compat_orin"
+        ))
+        .unwrap(),
+        Op::EnableCudaCompat {
+            host_driver_version: String::new(),
+            host_cuda_version: "12.6".into(),
+            compat_root: "/usr/local/cuda/compat_orin".into(),
         }
     );
     assert_eq!(
