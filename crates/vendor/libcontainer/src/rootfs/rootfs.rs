@@ -6,7 +6,7 @@ use nix::mount::MsFlags;
 use oci_spec::runtime::{Linux, Spec};
 
 use super::device::Device;
-use super::in_root::{dir_in_root, open_root};
+use super::in_root::{dir_in_root, open_root, readlink_in_root};
 use super::mount::{Mount, MountOptions};
 use super::symlink::Symlink;
 use super::utils::default_devices;
@@ -32,15 +32,36 @@ impl Default for RootFS {
 /// image's `/dev` is a symlink to a directory not there yet, the symlink
 /// is followed inside the root (as the kernel would in the container) and
 /// its target made.
-fn container_dev(rootfs: &Path, root: BorrowedFd) -> std::io::Result<OwnedFd> {
+fn container_dev(root: BorrowedFd) -> std::io::Result<OwnedFd> {
     let dev = Path::new("/dev");
     match dir_in_root(root, dev, 0o755) {
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            let (resolved, _) = safe_fs::Rootfs::open(rootfs)?.resolve(dev)?;
-            dir_in_root(root, &resolved, 0o755)
+            let target = readlink_in_root(root, dev)?;
+            dir_in_root(root, &clamped_in_root(Path::new("/"), &target), 0o755)
         }
         other => other,
     }
+}
+
+/// `target`, a link's in the directory `dir`, as a path from the root
+/// with no `..` climbing above it, as RESOLVE_IN_ROOT would clamp it.
+fn clamped_in_root(dir: &Path, target: &Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut out = if target.is_absolute() {
+        std::path::PathBuf::from("/")
+    } else {
+        dir.to_path_buf()
+    };
+    for part in target.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
 }
 
 impl RootFS {
@@ -147,7 +168,7 @@ impl RootFS {
             RootfsError::Device(super::device::DeviceError::Other(err.into()))
         };
         let root = open_root(rootfs).map_err(in_root)?;
-        let dev = container_dev(rootfs, root.as_fd()).map_err(in_root)?;
+        let dev = container_dev(root.as_fd()).map_err(in_root)?;
 
         let symlinker = Symlink::new();
         symlinker.setup_kcore_symlink(dev.as_fd())?;
