@@ -7,6 +7,8 @@
 #    "(for upstream)" or "(gpurun only)";
 #  - each patch has a "Files:" line naming at least one src file, and every
 #    file named there differs from the release (or is new);
+#  - each patch has a "Forwarded:" line (DEP-3's): "no" or where it was
+#    sent (an https:// address) for upstream, "not-needed" for gpurun only;
 #  - every src file that differs from the release is named by some patch.
 # Prints how many files and lines each fork changes.
 #   sh scripts/ci/check-fork.sh
@@ -46,24 +48,30 @@ for crate in libcontainer libcgroups; do
   changed=$(cd "$ours" && find src -type f | sort | while read -r f; do
     cmp -s "$f" "$release/$f" 2>/dev/null || echo "$f"
   done)
-  # One line per patch: "NUMBER|TAG|FILES".
+  # One line per patch: "NUMBER|TAG|FILES|FORWARDED".
   patches=$(awk '
     /^## / {
-      if (n) print n "|" tag "|" files
-      n = $2; sub(/\.$/, "", n); tag = ""; files = ""
+      if (n) print n "|" tag "|" files "|" fwd
+      n = $2; sub(/\.$/, "", n); tag = ""; files = ""; fwd = ""
       if ($0 ~ /\(for upstream\)$/) tag = "upstream"
       if ($0 ~ /\(gpurun only\)$/) tag = "gpurun"
       next
     }
     /^Files: / && n && files == "" { files = substr($0, 8) }
-    END { if (n) print n "|" tag "|" files }
+    /^Forwarded: / && n && fwd == "" { fwd = substr($0, 12) }
+    END { if (n) print n "|" tag "|" files "|" fwd }
   ' "$queue")
   expected=1
   named=""
-  while IFS='|' read -r number tag files; do
+  while IFS='|' read -r number tag files forwarded; do
     [ "$number" = "$expected" ] || fail "$queue: patch $number where patch $expected was expected"
     expected=$((expected + 1))
     [ -n "$tag" ] || fail "$queue: patch $number says neither (for upstream) nor (gpurun only)"
+    case "$tag:$forwarded" in
+      upstream:no | upstream:https://?* | gpurun:not-needed) ;;
+      *:) fail "$queue: patch $number has no Forwarded: line (no, https://..., or not-needed)" ;;
+      *) fail "$queue: patch $number ($tag) says Forwarded: $forwarded (upstream: no or https://...; gpurun only: not-needed)" ;;
+    esac
     paths=$(echo "$files" | grep -oE '`src/[A-Za-z0-9_/]+\.rs`' | tr -d '`' || true)
     [ -n "$paths" ] || fail "$queue: patch $number has no Files: line naming src files"
     for f in $paths; do
