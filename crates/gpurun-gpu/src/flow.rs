@@ -68,12 +68,33 @@ fn may_open(gpu: &Gpu) -> bool {
     }
 }
 
+/// The one decision for a request, whoever made it: a container's config
+/// (`decide`), an LXC container's environment, `doctor`'s "every GPU".
 /// The request as the container gets it (a Slurm job's allocation
 /// applied) and, when it asks for a GPU, the inventory and plan, for a
 /// container whose rootfs is `rootfs` (`None`: the plan's destinations are
 /// the usual ones). `roots` is called only when the host's GPUs are looked
 /// at: a container that asks for none reads no config file.
-pub fn resolve(
+pub fn decide_request(
+    roots: impl FnOnce() -> Result<Roots>,
+    request: Request,
+    job: Option<&SlurmJob>,
+    rootfs: Option<&Path>,
+    cache_dir: Option<&Path>,
+) -> Result<Decision> {
+    Ok(
+        match plan_request(roots, request, job, rootfs, cache_dir)? {
+            (request, Some((inventory, plan))) => Decision::Planned {
+                request,
+                inventory: Box::new(inventory),
+                plan: Box::new(plan),
+            },
+            (request, None) => Decision::Nothing { request },
+        },
+    )
+}
+
+fn plan_request(
     roots: impl FnOnce() -> Result<Roots>,
     mut request: Request,
     job: Option<&SlurmJob>,
@@ -224,21 +245,13 @@ pub fn decide(
             .filter(|_| !says_void)
             .map(SlurmJob::from_step),
     };
-    let (request, planned) = resolve(
+    decide_request(
         roots,
         request,
         job.as_ref(),
         Some(around.rootfs),
         around.cache_dir,
-    )?;
-    Ok(match planned {
-        Some((inventory, plan)) => Decision::Planned {
-            request,
-            inventory: Box::new(inventory),
-            plan: Box::new(plan),
-        },
-        None => Decision::Nothing { request },
-    })
+    )
 }
 
 /// Whether gpurun carries out this hook itself (NVIDIA's CDI hooks, in

@@ -232,10 +232,11 @@ fn plan_for(
         &|_| None,
     )?;
     // No Slurm job either: SLURM_* would come from that same environment.
-    let (_, planned) = flow::resolve(|| Ok(roots), req, None, Some(rootfs), cache.as_deref())?;
-    let Some((_, plan)) = planned else {
+    let decision = flow::decide_request(|| Ok(roots), req, None, Some(rootfs), cache.as_deref())?;
+    let flow::Decision::Planned { plan, .. } = decision else {
         return Ok(None);
     };
+    let plan = *plan;
     tracing::debug!(
         target: "gpurun::steps",
         "{} GPU request resolved for LXC container {}: GPUs {:?}, driver {}",

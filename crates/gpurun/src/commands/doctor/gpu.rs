@@ -29,9 +29,11 @@ pub(super) fn check_gpu(r: &mut Report, ctx: &Ctx, user: &UserIds) -> Option<boo
     let planned = driver_paths::resolve(&ctx.settings).and_then(|roots| {
         let request = request::from_env(&["NVIDIA_VISIBLE_DEVICES=all"])?;
         let job = flow::SlurmJob::from_env(false)?;
-        match flow::resolve(|| Ok(roots.clone()), request, job.as_ref(), None, None)? {
-            (_, Some((inv, plan))) => Ok((roots, inv, plan)),
-            (_, None) => anyhow::bail!("the Slurm job has no GPUs"),
+        match flow::decide_request(|| Ok(roots.clone()), request, job.as_ref(), None, None)? {
+            flow::Decision::Planned {
+                inventory, plan, ..
+            } => Ok((roots, *inventory, *plan)),
+            _ => anyhow::bail!("the Slurm job has no GPUs"),
         }
     });
     let (roots, inv, plan) = match planned {
