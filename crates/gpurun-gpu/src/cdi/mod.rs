@@ -146,7 +146,7 @@ fn compat_hook_args(inv: &Inventory) -> Option<Vec<String>> {
             if tegra.orin {
                 args.push(format!(
                     "--cuda-compat-container-root={}",
-                    crate::inventory::tegra::ORIN_COMPAT_DIR
+                    crate::plan::cuda_compat::ORIN_COMPAT_DIR
                 ));
             }
         }

@@ -74,15 +74,6 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    /// Where an image keeps CUDA forward compatibility on this host.
-    pub fn cuda_compat_dir(&self) -> &'static Path {
-        if self.tegra.as_ref().is_some_and(|t| t.orin) {
-            Path::new(tegra::ORIN_COMPAT_DIR)
-        } else {
-            Path::new(crate::plan::cuda_compat::COMPAT_DIR)
-        }
-    }
-
     /// One set of nodes serves every GPU (WSL2's /dev/dxg, a Tegra's CSV
     /// nodes): a GPU request gets them whichever GPUs it names.
     pub fn one_node_set(&self) -> bool {

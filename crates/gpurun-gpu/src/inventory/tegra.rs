@@ -110,14 +110,11 @@ pub struct TegraHost {
     /// `/etc/nv_tegra_release`'s first line, where the root has it.
     pub release: Option<String>,
     /// NVML names an Orin GPU (`Orin (nvgpu)`): an image's CUDA forward
-    /// compatibility is in `ORIN_COMPAT_DIR`, as the toolkit has it.
+    /// compatibility is in Orin's own folder, as the toolkit has it.
     #[serde(default)]
     pub orin: bool,
 }
 
-/// Where an image keeps CUDA forward compatibility for Orin (the
-/// toolkit's `defaultOrinCompatContainerRoot`; `cuda-compat-orin-*`).
-pub const ORIN_COMPAT_DIR: &str = "/usr/local/cuda/compat_orin";
 /// What NVML's name of an Orin integrated GPU contains.
 const ORIN_NAME: &str = "Orin (nvgpu)";
 

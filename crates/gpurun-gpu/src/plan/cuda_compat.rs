@@ -9,8 +9,21 @@ use std::cmp::Ordering;
 use serde::{Deserialize, Serialize};
 
 pub const COMPAT_DIR: &str = "/usr/local/cuda/compat";
+/// Where an image keeps CUDA forward compatibility for an Orin (the
+/// toolkit's `defaultOrinCompatContainerRoot`; `cuda-compat-orin-*`).
+pub const ORIN_COMPAT_DIR: &str = "/usr/local/cuda/compat_orin";
 pub const NOTE_SECTION: &str = ".note.cuda.fwd_compatibility";
 const NOTE_OWNER: &str = "NVIDIA Corporation";
+
+/// Where an image keeps CUDA forward compatibility on the host `inv`
+/// describes: an Orin's own folder, else the usual one.
+pub fn compat_dir(inv: &crate::inventory::Inventory) -> &'static std::path::Path {
+    if inv.tegra.as_ref().is_some_and(|t| t.orin) {
+        std::path::Path::new(ORIN_COMPAT_DIR)
+    } else {
+        std::path::Path::new(COMPAT_DIR)
+    }
+}
 
 /// The JSON in the library's `.note.cuda.fwd_compatibility`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]

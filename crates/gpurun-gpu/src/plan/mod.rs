@@ -362,7 +362,7 @@ pub fn make(inv: &Inventory, req: &Request, rootfs: Option<&Path>) -> Result<Pla
         {
             find_cuda_compat(
                 root,
-                inv.cuda_compat_dir(),
+                cuda_compat::compat_dir(inv),
                 &inv.driver_version,
                 inv.cuda_version.as_deref(),
             )
