@@ -724,3 +724,189 @@ pub fn state_root_full(err: anyhow::Error, root: &Path) -> anyhow::Error {
         root.display()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::os::unix::fs::symlink;
+
+    /// A scratch directory of this test's own, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!("prepare-{name}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn spec_with_mounts(mounts: serde_json::Value) -> Spec {
+        serde_json::from_value(json!({
+            "ociVersion": "1.0.2",
+            "root": {"path": "rootfs"},
+            "process": {"args": ["true"], "cwd": "/", "user": {"uid": 0, "gid": 0}},
+            "mounts": mounts
+        }))
+        .unwrap()
+    }
+
+    fn error_of(result: Result<impl std::fmt::Debug>) -> String {
+        format!("{:#}", result.unwrap_err())
+    }
+
+    #[test]
+    fn a_config_that_is_no_regular_file_or_names_no_1x_version_is_refused() {
+        let bundle = Scratch::new("config");
+        let err = error_of(load_spec(&bundle.0.join("missing")));
+        assert!(
+            err.contains("bundle directory") && err.contains("does not exist"),
+            "{err}"
+        );
+        let err = error_of(load_spec(&bundle.0));
+        assert!(err.contains("no config.json"), "{err}");
+        // A FIFO is refused without being opened for reading (which would
+        // block until a writer came).
+        let config = bundle.0.join("config.json");
+        nix::unistd::mkfifo(&config, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = error_of(load_spec(&bundle.0));
+        assert!(err.contains("is a FIFO, not a file"), "{err}");
+        fs::remove_file(&config).unwrap();
+        for (text, want) in [
+            (r#"{}"#, "ociVersion missing"),
+            (
+                r#"{"ociVersion": "2.0.0"}"#,
+                "unsupported ociVersion \"2.0.0\"",
+            ),
+            (r#"{"ociVersion": 7}"#, "not a valid OCI runtime config"),
+        ] {
+            fs::write(&config, text).unwrap();
+            let err = error_of(load_spec(&bundle.0));
+            assert!(err.contains(want), "{text}: {err}");
+        }
+        fs::write(
+            &config,
+            r#"{"ociVersion": "1.0.2", "root": {"path": "rootfs"}}"#,
+        )
+        .unwrap();
+        assert_eq!(load_spec(&bundle.0).unwrap().version(), "1.0.2");
+    }
+
+    #[test]
+    fn a_relative_bind_source_is_the_bundles_and_nothing_else_changes() {
+        let mut spec = spec_with_mounts(json!([
+            {"destination": "/data", "type": "bind", "source": "data", "options": ["rbind"]},
+            {"destination": "/opt", "source": "opt", "options": ["bind", "ro"]},
+            {"destination": "/abs", "type": "bind", "source": "/srv/abs"},
+            {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"}
+        ]));
+        bind_sources_from_the_bundle(&mut spec, Path::new("/bundles/b"));
+        let sources: Vec<PathBuf> = spec
+            .mounts()
+            .iter()
+            .flatten()
+            .map(|m| m.source().clone().unwrap())
+            .collect();
+        assert_eq!(
+            sources,
+            ["/bundles/b/data", "/bundles/b/opt", "/srv/abs", "tmpfs"].map(PathBuf::from)
+        );
+    }
+
+    #[test]
+    fn mount_destinations_follow_the_images_links_inside_it_but_never_for_proc() {
+        let bundle = Scratch::new("dest");
+        let rootfs = bundle.0.join("rootfs");
+        fs::create_dir_all(rootfs.join("etc")).unwrap();
+        fs::create_dir_all(rootfs.join("proc")).unwrap();
+        // A dangling relative link (systemd-resolved's) and one climbing
+        // out with an absolute target: both stay in the rootfs.
+        symlink("../run/resolve/stub.conf", rootfs.join("etc/resolv.conf")).unwrap();
+        symlink("/../../../../srv", rootfs.join("data")).unwrap();
+        let mut spec = spec_with_mounts(json!([
+            {"destination": "/etc/resolv.conf", "type": "bind", "source": "/etc/resolv.conf"},
+            {"destination": "/data", "type": "bind", "source": "/srv"},
+            {"destination": "/proc", "type": "proc", "source": "proc"}
+        ]));
+        resolve_mount_destinations(&mut spec, &rootfs).unwrap();
+        let destinations: Vec<PathBuf> = spec
+            .mounts()
+            .iter()
+            .flatten()
+            .map(|m| m.destination().clone())
+            .collect();
+        assert_eq!(
+            destinations,
+            ["/run/resolve/stub.conf", "/srv", "/proc"].map(PathBuf::from)
+        );
+
+        fs::remove_dir(rootfs.join("proc")).unwrap();
+        symlink("/etc", rootfs.join("proc")).unwrap();
+        let mut spec = spec_with_mounts(json!([
+            {"destination": "/proc", "type": "proc", "source": "proc"}
+        ]));
+        let err = error_of(resolve_mount_destinations(&mut spec, &rootfs));
+        assert!(
+            err.contains("must be mounted on ordinary directory"),
+            "{err}"
+        );
+        let mut spec = spec_with_mounts(json!([
+            {"destination": "/proc/driver", "type": "bind", "source": "/srv"}
+        ]));
+        let err = error_of(resolve_mount_destinations(&mut spec, &rootfs));
+        assert!(err.contains("goes through a symlink in the image"), "{err}");
+    }
+
+    #[test]
+    fn a_working_directory_that_leads_into_proc_is_refused() {
+        let bundle = Scratch::new("cwd");
+        let rootfs = bundle.0.join("rootfs");
+        fs::create_dir_all(rootfs.join("work")).unwrap();
+        symlink("/proc/self/fd", rootfs.join("escape")).unwrap();
+        let mut spec = spec_with_mounts(json!([]));
+        for (cwd, refused) in [("/work", false), ("/escape", true)] {
+            spec.process_mut().as_mut().unwrap().set_cwd(cwd.into());
+            let result = check_process_cwd(&spec, &rootfs);
+            assert_eq!(result.is_err(), refused, "{cwd}: {result:?}");
+            if refused {
+                assert!(error_of(result).contains("under /proc"), "{cwd}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_config_without_a_process_gets_the_stand_in_that_start_refuses() {
+        let mut spec = spec_with_mounts(json!([]));
+        assert!(!give_a_stand_in_process(&mut spec));
+        spec.set_process(None);
+        assert!(give_a_stand_in_process(&mut spec));
+        let process = spec.process().as_ref().unwrap();
+        assert_eq!(
+            process.env().as_deref(),
+            Some(&[crate::runtime::launch::executor::NO_PROCESS_MARKER.to_owned()][..])
+        );
+    }
+
+    #[test]
+    fn a_full_state_root_is_named_with_its_fix_and_other_errors_pass_as_they_are() {
+        let full = anyhow::Error::from(std::io::Error::from_raw_os_error(libc::ENOSPC))
+            .context("write /run/gpurun/x@creating/config.json");
+        let err = state_root_full(full, Path::new("/run/gpurun")).to_string();
+        assert!(err.contains("the state root /run/gpurun is full"), "{err}");
+        let other = anyhow::anyhow!("something else");
+        assert_eq!(
+            state_root_full(other, Path::new("/run/gpurun")).to_string(),
+            "something else"
+        );
+        assert_eq!(groups_given(&[]), "");
+        assert_eq!(groups_given(&[44, 109]), ", groups 44,109 given");
+    }
+}

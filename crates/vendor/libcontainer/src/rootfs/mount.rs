@@ -1298,11 +1298,35 @@ fn gpurun_overlay_layers(
     } else {
         attached_private_upper(dest).map_err(as_syscall_error)?
     };
+    upper_owned_as(upper.tmpfs.as_fd(), upper.dir, dest);
     let base = format!("/proc/self/fd/{}/{}", upper.tmpfs.as_raw_fd(), upper.dir);
     data.retain(|o| !o.starts_with("upperdir=") && !o.starts_with("workdir="));
     data.push(format!("upperdir={base}/upper"));
     data.push(format!("workdir={base}/work"));
     Ok(Some(upper))
+}
+
+/// The private upper layer takes the destination's owner (gpurun patch):
+/// an overlay's root directory is its upper layer's, and a process that
+/// is not the container's root (a user's own uid under a user namespace)
+/// must find its own directory its own, writable. The mode stays the
+/// layer's 0755. Where the owner is not mapped in the container's user
+/// namespace, the layer stays the container root's.
+fn upper_owned_as(tmpfs: BorrowedFd, dir: u32, dest: BorrowedFd) {
+    use std::os::fd::AsRawFd;
+    let Ok(st) = nix::sys::stat::fstat(dest.as_raw_fd()) else {
+        return;
+    };
+    let upper = std::ffi::CString::new(format!("{dir}/upper")).expect("digits");
+    // SAFETY: fchownat on a descriptor we borrow, with a NUL-terminated name.
+    let owned =
+        unsafe { libc::fchownat(tmpfs.as_raw_fd(), upper.as_ptr(), st.st_uid, st.st_gid, 0) };
+    if owned != 0 {
+        tracing::debug!(
+            "overlay upper layer kept as the container root's: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// The tmpfs that holds an overlay's private upper layer, kept until the
