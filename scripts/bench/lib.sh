@@ -58,3 +58,28 @@ bench_bundle() {
   sh scripts/fixtures/busybox-bundle.sh "$1" "$2" >/dev/null
   bundle_args "$1" "$args"
 }
+
+# bench_fuse_user NAME: for the benchmarks of a user's `run --image`:
+# installs what they need, sets $g (scripts/bench/binary.sh), $user (the
+# test user, made) and $work (a scratch directory under /var/tmp others
+# can read), and opens /dev/fuse to users while the script runs, as udev
+# leaves it on systemd hosts; on exit its mode is put back and $work goes.
+bench_fuse_user() {
+  sh scripts/install-deps.sh
+  g=$(sh scripts/bench/binary.sh)
+  user=gpurun-test
+  sh scripts/fixtures/test-user.sh "$user"
+  work=$(mktemp -d "/var/tmp/gpurun-bench-$1.XXXXXX")
+  chmod 755 "$work"
+  fuse_mode=$(stat -c %a /dev/fuse)
+  trap 'chmod "$fuse_mode" /dev/fuse; rm -rf "$work"' EXIT
+  chmod 0666 /dev/fuse
+}
+
+# seconds COMMAND...: its wall time in seconds, its output dropped; the
+# script fails if the command does.
+seconds() {
+  start=$(date +%s%N)
+  "$@" >/dev/null 2>&1 || { echo "$(basename "$0"): failed: $*" >&2; exit 1; }
+  echo "$start $(date +%s%N)" | awk '{printf "%.3f", ($2 - $1) / 1e9}'
+}

@@ -16,16 +16,8 @@
 set -eu
 cd "$(dirname "$0")/../.."
 mb=${1:-2048} rounds=${2:-3}
-sh scripts/install-deps.sh
-cargo build --locked --release -p gpurun >/dev/null 2>&1
-g=${GPURUN_BIN:-$PWD/target/release/gpurun}
-user=gpurun-test
-sh scripts/fixtures/test-user.sh "$user"
-work=$(mktemp -d /var/tmp/gpurun-bench-sqsh.XXXXXX)
-chmod 755 "$work"
-fuse_mode=$(stat -c %a /dev/fuse)
-trap 'chmod "$fuse_mode" /dev/fuse; rm -rf "$work"' EXIT
-chmod 0666 /dev/fuse
+. scripts/bench/lib.sh
+bench_fuse_user sqsh
 state="$work/state"
 mkdir -p "$state" "$work/user"
 chown "$user:" "$work/user"
@@ -49,11 +41,6 @@ mksquashfs "$work/tree" "$work/app.sqsh" -quiet -no-progress >/dev/null
 python3 tests/fixtures/make_image.py fromdir "$work/img" "$work/tree" bench true
 rm -rf "$work/tree"
 
-seconds() { # COMMAND...: its wall time in seconds
-  start=$(date +%s%N)
-  "$@" >/dev/null 2>&1 || { echo "squashfs.sh: failed: $*" >&2; exit 1; }
-  echo "$start $(date +%s%N)" | awk '{printf "%.3f", ($2 - $1) / 1e9}'
-}
 cold() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 run_rootfs() { "$g" --root "$state" run --rootfs "$1" -- true; }
 from_import() { "$g" import "$work/img/image.docker.tar" -o "$work/bundle" && run_rootfs "$work/bundle/rootfs"; }

@@ -15,17 +15,8 @@
 set -eu
 cd "$(dirname "$0")/../.."
 rounds=${1:-5} files=${2:-2000}
-sh scripts/install-deps.sh
-# GPURUN_BIN: a gpurun already built, else the release build.
-[ -n "${GPURUN_BIN:-}" ] || cargo build --locked --release -p gpurun >/dev/null 2>&1
-g=${GPURUN_BIN:-$PWD/target/release/gpurun}
-user=gpurun-test
-sh scripts/fixtures/test-user.sh "$user"
-work=$(mktemp -d /var/tmp/gpurun-bench-layer.XXXXXX)
-chmod 755 "$work"
-fuse_mode=$(stat -c %a /dev/fuse)
-trap 'chmod "$fuse_mode" /dev/fuse; rm -rf "$work"' EXIT
-chmod 0666 /dev/fuse
+. scripts/bench/lib.sh
+bench_fuse_user layer
 sh scripts/fixtures/glibc-rootfs.sh "$work/tree" >/dev/null
 mksquashfs "$work/tree" "$work/app.sqsh" -quiet -no-progress >/dev/null
 rm -rf "$work/tree"
@@ -33,11 +24,6 @@ mkdir "$work/user"
 chown "$user:" "$work/user"
 
 as_user() { runuser -u "$user" -- env XDG_RUNTIME_DIR= "$@"; }
-seconds() { # COMMAND...: its wall time in seconds
-  start=$(date +%s%N)
-  "$@" >/dev/null 2>&1 || { echo "writable-layer.sh: failed: $*" >&2; exit 1; }
-  echo "$start $(date +%s%N)" | awk '{printf "%.3f", ($2 - $1) / 1e9}'
-}
 median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 kernel() { as_user "$g" --root "$work/user/state" run --image "$work/app.sqsh" --writable -- sh -c "$1"; }
 fuse() {
