@@ -318,15 +318,7 @@ fn an_orin_compat_hook_is_done_natively_by_cuda_version() {
             }
         }
         let bundle = Bundle::glibc(None);
-        let cuda = bundle.rootfs().join("usr/local/cuda");
-        fs::create_dir_all(&cuda).unwrap();
-        let copied = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(GpuFixtures::get().dir.join("compat/note-listed"))
-            .arg(cuda.join("compat_orin"))
-            .status()
-            .unwrap();
-        assert!(copied.success());
+        GpuFixtures::get().copy_compat("note-listed", &bundle, "compat_orin");
         bundle.set_process(&["sh", "-c", "ldconfig -p | grep 'libcuda.so.1 '"], &[]);
         apply_cdi(&bundle, &spec, "0", false);
         let out = run_bundle(&Runtime::new(), &bundle);

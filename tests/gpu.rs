@@ -1057,15 +1057,7 @@ fn an_images_newer_cuda_compat_library_goes_first_in_the_linker_cache() {
             ("note-listed", "cuda-compat-mode = \"disabled\"\n", false),
         ] {
             let bundle = Bundle::glibc(who.user());
-            let compat = bundle.rootfs().join("usr/local/cuda/compat");
-            fs::create_dir_all(compat.parent().unwrap()).unwrap();
-            let copied = Command::new("cp")
-                .arg("-a")
-                .arg(fixtures.dir.join("compat").join(case))
-                .arg(&compat)
-                .status()
-                .unwrap();
-            assert!(copied.success());
+            fixtures.copy_compat(case, &bundle, "compat");
             bundle.set_process(
                 &["sh", "-c", "ldconfig -p | grep 'libcuda.so.1 '"],
                 &["NVIDIA_VISIBLE_DEVICES=0"],

@@ -504,15 +504,7 @@ fn an_orin_takes_the_images_compat_orin_when_its_cuda_is_newer() {
         ),
     ] {
         let bundle = Bundle::glibc(None);
-        let cuda = bundle.rootfs().join("usr/local/cuda");
-        std::fs::create_dir_all(&cuda).unwrap();
-        let copied = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(fixtures.dir.join("compat/note-listed"))
-            .arg(cuda.join(compat_dir))
-            .status()
-            .unwrap();
-        assert!(copied.success());
+        fixtures.copy_compat("note-listed", &bundle, compat_dir);
         bundle.set_process(
             &["sh", "-c", "ldconfig -p | grep 'libcuda.so.1 '"],
             &["NVIDIA_VISIBLE_DEVICES=all"],

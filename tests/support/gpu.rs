@@ -83,6 +83,21 @@ impl GpuFixtures {
         out
     }
 
+    /// The CUDA compat library fixture `case` (`compat/CASE`: the library
+    /// and its libcuda.so.1 link) copied into `bundle`'s image as
+    /// `/usr/local/cuda/DIR` (`compat`, or an Orin's `compat_orin`).
+    pub fn copy_compat(&self, case: &str, bundle: &Bundle, dir: &str) {
+        let cuda = bundle.rootfs().join("usr/local/cuda");
+        fs::create_dir_all(&cuda).unwrap();
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(self.dir.join("compat").join(case))
+            .arg(cuda.join(dir))
+            .status()
+            .unwrap();
+        assert!(copied.success(), "copy the compat fixture {case}");
+    }
+
     /// gpurun's arguments: the fake-host flags, then `args`.
     pub fn args(&self, args: &[&str]) -> Vec<String> {
         let mut all = self.flags();
