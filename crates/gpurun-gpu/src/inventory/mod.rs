@@ -226,7 +226,7 @@ fn wsl_inventory(roots: &Roots, root: &Rootfs, host: WslHost) -> Result<Inventor
 /// (`igpu0`, the name LXD and the toolkit give it), the CSV's nodes for
 /// every GPU request, and its files for every capability, as the toolkit
 /// mounts the whole list whatever is asked.
-fn tegra_inventory(roots: &Roots, root: &Rootfs, host: TegraHost) -> Inventory {
+fn tegra_inventory(roots: &Roots, root: &Rootfs, mut host: TegraHost) -> Inventory {
     let platform = Platform::native();
     let mut notes: Vec<String> = host
         .list
@@ -297,7 +297,6 @@ fn tegra_inventory(roots: &Roots, root: &Rootfs, host: TegraHost) -> Inventory {
         gpu.node = None;
         gpu.drm_nodes.clear();
     }
-    let mut host = host;
     add_tegra_nvml(&mut inventory, &mut host, root, platform);
     inventory.tegra = Some(host);
     inventory
