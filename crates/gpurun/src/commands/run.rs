@@ -170,7 +170,13 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
     }
     args.private_tmp = !args.writable;
     let mount_points = image_mount_points(&args)?;
-    let mounted = if nix::unistd::geteuid().is_root() {
+    let by_root = nix::unistd::geteuid().is_root();
+    let layer = if !by_root && squashfs::user_layer_in_container(writable, save.is_some()) {
+        RootLayer::InContainer
+    } else {
+        RootLayer::None
+    };
+    let mounted = if by_root {
         squashfs::mount(&image, &ctx.root, &id, writable, &mount_points)?
     } else {
         // With --keep-uid the container's own root is a subordinate id,
@@ -187,20 +193,15 @@ fn run_image(ctx: &Ctx, mut args: RunArgs, protection: Protection) -> Result<i32
             writable,
             &mount_points,
             args.keep_uid,
-            squashfs::user_layer_in_container(writable, save.is_some()),
+            layer == RootLayer::InContainer,
         )?
     };
     drop(image);
     args.container_id = Some(id);
     args.rootfs = Some(mounted.rootfs.clone());
-    let all_root = !args.keep_uid && !nix::unistd::geteuid().is_root();
+    let all_root = !args.keep_uid && !by_root;
     let detach = args.detach;
     let rootfs = mounted.rootfs.clone();
-    let layer = if mounted.layer_in_container {
-        RootLayer::InContainer
-    } else {
-        RootLayer::None
-    };
     let code = run_rootfs(ctx, args, Protection::Done, layer)?;
     if detach {
         // The container outlives this run: what serves its image stays

@@ -108,9 +108,6 @@ pub struct MountedImage {
     /// mounts have none.
     fuse: Option<fuse::FuseMounts>,
     by_user: bool,
-    /// The writable layer is left to the container's init
-    /// (`layer_in_container`): the root given is the image itself.
-    pub layer_in_container: bool,
 }
 
 impl Drop for MountedImage {
@@ -300,7 +297,6 @@ pub fn mount(
         holder,
         fuse: None,
         by_user: false,
-        layer_in_container: false,
     };
     let tmpfs = detached_mount(c"tmpfs", &[FsOption::required(c"mode", c"0700")], 0)?;
     attach(&tmpfs, &mounted.holder)?;
@@ -377,7 +373,6 @@ pub fn mount_for_user(
         holder,
         fuse: None,
         by_user: true,
-        layer_in_container,
     };
     for dir in ["image", "rw", "upper", "work", "stub"] {
         fs::create_dir(mounted.holder.join(dir))?;
