@@ -24,9 +24,14 @@ cargo build --locked -p gpurun -p gpurun-spank -p fake-nvml -p cri-client
 # Every `gpurun ...` in the manual names a command and flags the binary has.
 python3 scripts/ci/check-doc-commands.py target/debug/gpurun
 cargo clippy --locked --workspace --all-targets -- -D warnings
-# The vendored libcontainer and libcgroups: the 0.7.0 releases plus only
-# the numbered patches their GPURUN-PATCH.md list.
+# The vendored libcontainer and libcgroups: the 0.7.0 releases plus their
+# patch series, applied and compared with the tree; then linted as the
+# workspace is (the workspace leaves crates/vendor out).
 sh scripts/ci/check-fork.sh
+for crate in libcontainer libcgroups; do
+  CARGO_TARGET_DIR="$PWD/target" cargo clippy --locked --manifest-path "crates/vendor/$crate/Cargo.toml" \
+    --features cgroupsv2_devices --all-targets -- -D warnings
+done
 mark "built, fmt, clippy, fork checked"
 # The .deb as a user gets it: lintian, then installed in a clean Debian 12
 # root (its Depends computed from the binary), --version and features.

@@ -1,16 +1,17 @@
 #!/bin/sh
-# The vendored libcontainer and libcgroups are the 0.7.0 releases plus the
-# numbered patch queue in their GPURUN-PATCH.md. This fetches each release
-# through cargo (its own registry and cache, so a mirror or an offline
-# cache serves) and fails unless:
-#  - the patches are numbered 1, 2, 3... and each heading ends in
-#    "(for upstream)" or "(gpurun only)";
-#  - each patch has a "Files:" line naming at least one src file, and every
-#    file named there differs from the release (or is new);
-#  - each patch has a "Forwarded:" line (DEP-3's): "no" or where it was
-#    sent (an https:// address) for upstream, "not-needed" for gpurun only;
-#  - every src file that differs from the release is named by some patch.
-# Prints how many files and lines each fork changes.
+# The vendored libcontainer and libcgroups are their 0.7.0 releases plus
+# the patch series in crates/vendor/CRATE/patches (scripts/fork.sh). This
+# fetches each release through cargo (its own registry and cache, so a
+# mirror or an offline cache serves) and fails unless:
+#  - the queue and the series agree (scripts/ci/check-fork.py: numbering,
+#    tags, Files: and Forwarded: lines, one patch file per entry with its
+#    title, its Forwarded: trailer and exactly its files, every Test: there);
+#  - the series applied to the release, in order, is the vendored tree,
+#    byte for byte;
+#  - with each patch in turn applied, the files changed parse and are in
+#    rustfmt's layout (scripts/fork.sh stages).
+# container-device-interface 1.1.1 is its release but for one line of its
+# Cargo.toml. Prints each fork's size and how long its series took to apply.
 #   sh scripts/ci/check-fork.sh
 set -eu
 cd "$(dirname "$0")/../.."
@@ -18,82 +19,33 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
 fail() { echo "check-fork: $*" >&2; failed=1; }
-# A scratch project that depends on the releases: `cargo fetch` puts their
-# sources in cargo's registry, and `cargo metadata` says where.
-mkdir -p "$work/scratch/src"
-touch "$work/scratch/src/lib.rs"
-cat > "$work/scratch/Cargo.toml" <<TOML
-[package]
-name = "check-fork-scratch"
-version = "0.0.0"
-edition = "2021"
-[dependencies]
-libcontainer = { version = "=0.7.0", default-features = false }
-libcgroups = { version = "=0.7.0", default-features = false }
-container-device-interface = "=1.1.1"
-TOML
-(cd "$work/scratch" && cargo fetch -q)
-sources=$(cd "$work/scratch" && cargo metadata --format-version 1 -q |
-  python3 -c 'import json, os, sys
-for p in json.load(sys.stdin)["packages"]:
-    if (p["name"], p["version"]) in (("libcontainer", "0.7.0"), ("libcgroups", "0.7.0"),
-                                     ("container-device-interface", "1.1.1")):
-        print(p["name"], os.path.dirname(p["manifest_path"]))')
 for crate in libcontainer libcgroups; do
-  release=$(echo "$sources" | awk -v c="$crate" '$1 == c { print $2 }')
-  [ -d "$release/src" ] || { echo "check-fork: cargo did not fetch $crate 0.7.0" >&2; exit 1; }
   ours="crates/vendor/$crate"
-  queue="$ours/GPURUN-PATCH.md"
-  # Files under src/ that differ from the release or are new.
-  changed=$(cd "$ours" && find src -type f | sort | while read -r f; do
+  python3 scripts/ci/check-fork.py "$ours" || failed=1
+  release=$(sh scripts/fork.sh release "$crate")
+  start=$(date +%s%N)
+  if sh scripts/fork.sh apply "$crate" "$work/$crate" > "$work/$crate.log" 2>&1; then
+    took=$((($(date +%s%N) - start) / 1000000))
+    diff -r -x GPURUN-PATCH.md -x patches "$work/$crate" "$ours" >&2 ||
+      fail "$ours differs from $crate 0.7.0 with its series applied (sh scripts/fork.sh edit, then export)"
+  else
+    cat "$work/$crate.log" >&2
+    fail "$ours/patches does not apply to $crate 0.7.0"
+    took=-
+  fi
+  sh scripts/fork.sh stages "$crate" || fail "$ours/patches: a stage of the series does not parse or is not rustfmt's layout"
+  patches=$(ls "$ours/patches" | wc -l)
+  files=$(cd "$ours" && find src -type f | while read -r f; do
     cmp -s "$f" "$release/$f" 2>/dev/null || echo "$f"
-  done)
-  # One line per patch: "NUMBER|TAG|FILES|FORWARDED".
-  patches=$(awk '
-    /^## / {
-      if (n) print n "|" tag "|" files "|" fwd
-      n = $2; sub(/\.$/, "", n); tag = ""; files = ""; fwd = ""
-      if ($0 ~ /\(for upstream\)$/) tag = "upstream"
-      if ($0 ~ /\(gpurun only\)$/) tag = "gpurun"
-      next
-    }
-    /^Files: / && n && files == "" { files = substr($0, 8) }
-    /^Forwarded: / && n && fwd == "" { fwd = substr($0, 12) }
-    END { if (n) print n "|" tag "|" files "|" fwd }
-  ' "$queue")
-  expected=1
-  named=""
-  while IFS='|' read -r number tag files forwarded; do
-    [ "$number" = "$expected" ] || fail "$queue: patch $number where patch $expected was expected"
-    expected=$((expected + 1))
-    [ -n "$tag" ] || fail "$queue: patch $number says neither (for upstream) nor (gpurun only)"
-    case "$tag:$forwarded" in
-      upstream:no | upstream:https://?* | gpurun:not-needed) ;;
-      *:) fail "$queue: patch $number has no Forwarded: line (no, https://..., or not-needed)" ;;
-      *) fail "$queue: patch $number ($tag) says Forwarded: $forwarded (upstream: no or https://...; gpurun only: not-needed)" ;;
-    esac
-    paths=$(echo "$files" | grep -oE '`src/[A-Za-z0-9_/]+\.rs`' | tr -d '`' || true)
-    [ -n "$paths" ] || fail "$queue: patch $number has no Files: line naming src files"
-    for f in $paths; do
-      echo "$changed" | grep -qx "$f" || fail "$queue: patch $number names $f, which is $crate 0.7.0's unchanged (or missing)"
-      named="$named
-$f"
-    done
-  done <<PATCHES
-$patches
-PATCHES
-  for f in $changed; do
-    echo "$named" | grep -qx "$f" || fail "$ours/$f differs from $crate 0.7.0 but no patch in $queue names it"
-  done
+  done | wc -l)
   lines=$(diff -r -U0 "$release/src" "$ours/src" | grep -cE '^[+-][^+-]' || true)
-  echo "check-fork: $crate: $((expected - 1)) patches, $(echo "$changed" | grep -c .) files differ from 0.7.0, $lines lines added or removed"
+  echo "check-fork: $crate: release fetched and $patches patches applied in $took ms; $files src files differ from 0.7.0, $lines lines added or removed"
 done
 # container-device-interface 1.1.1: the release's sources and tests as
 # published, its Cargo.toml changed by the one line its GPURUN-PATCH.md
 # gives (jsonschema without default features).
-release=$(echo "$sources" | awk '$1 == "container-device-interface" { print $2 }')
+release=$(sh scripts/fork.sh release container-device-interface)
 ours=crates/vendor/container-device-interface
-[ -d "$release/src" ] || { echo "check-fork: cargo did not fetch container-device-interface 1.1.1" >&2; exit 1; }
 for d in src tests; do
   diff -r -q "$release/$d" "$ours/$d" >&2 || fail "$ours/$d differs from container-device-interface 1.1.1"
 done

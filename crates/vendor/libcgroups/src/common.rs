@@ -242,10 +242,6 @@ pub fn add_task_v1(pid: Pid, cgroup_path: &Path) -> Result<(), WrappedIoError> {
     write_cgroup_file(cgroup_path.join(CGROUP_PROCS), pid)
 }
 
-/// `pid` as [`add_task_v1`] should get it, decided once for all
-/// subsystems: 0 when it is the calling process and that has a single
-/// thread, so that moving the thread moves the whole process (and its
-/// children inherit the cgroup); `pid` itself otherwise.
 /// gpurun patch: whether the calling process is in the cgroup v2 directory
 /// `dir` of the hierarchy mounted at `root` (it was cloned into it), going
 /// by the v2 line of /proc/self/cgroup.
@@ -259,6 +255,10 @@ pub fn caller_in_v2_cgroup(root: &Path, dir: &Path) -> bool {
         .is_some_and(|own| root.join(own.trim_start_matches('/')) == dir)
 }
 
+/// `pid` as [`add_task_v1`] should get it, decided once for all
+/// subsystems: 0 when it is the calling process and that has a single
+/// thread, so that moving the thread moves the whole process (and its
+/// children inherit the cgroup); `pid` itself otherwise.
 pub fn v1_task_pid(pid: Pid) -> Pid {
     if pid == Pid::this() && has_one_thread() {
         Pid::from_raw(0)

@@ -106,15 +106,23 @@ pub enum ErrInvalidSpec {
     IoPriority,
     #[error("invalid scheduler config for process: {0}")]
     Scheduler(String),
-    #[error("cannot allocate a terminal for a detached container without --console-socket: pass one, or set process.terminal to false")]
+    #[error(
+        "cannot allocate a terminal for a detached container without --console-socket: pass one, or set process.terminal to false"
+    )]
     ConsoleSocketRequired,
     #[error("--console-socket needs process.terminal set to true")]
     InvalidConsoleSocket,
-    #[error("idmapped mount at {0}: only bind mounts can be idmapped; add \"bind\" or \"rbind\" to its options, or drop its idmap option and mappings")]
+    #[error(
+        "idmapped mount at {0}: only bind mounts can be idmapped; add \"bind\" or \"rbind\" to its options, or drop its idmap option and mappings"
+    )]
     MountIdmapNonBind(String),
-    #[error("idmapped mount at {0}: give it both uidMappings and gidMappings, or use the idmap option in a container with a user namespace to take them from")]
+    #[error(
+        "idmapped mount at {0}: give it both uidMappings and gidMappings, or use the idmap option in a container with a user namespace to take them from"
+    )]
     MountIdmapMissingMappings(String),
-    #[error("idmapped mount at {0}: a rootless runtime cannot make idmapped mounts (they need the host's root); drop its idmap option and mappings")]
+    #[error(
+        "idmapped mount at {0}: a rootless runtime cannot make idmapped mounts (they need the host's root); drop its idmap option and mappings"
+    )]
     MountIdmapRootless(String),
     #[error("invalid netns path: {0}")]
     InvalidNetNsPath(String),

@@ -173,11 +173,9 @@ pub fn run_hooks(
     if let Some(hooks) = hooks {
         // runc's words, "error running hook #N", which scripts match.
         for (index, hook) in hooks.iter().enumerate() {
-            run_hook(hook, &oci_state, cwd, default_env).map_err(|source| {
-                HookError::Numbered {
-                    index,
-                    source: Box::new(source),
-                }
+            run_hook(hook, &oci_state, cwd, default_env).map_err(|source| HookError::Numbered {
+                index,
+                source: Box::new(source),
             })?;
         }
     }

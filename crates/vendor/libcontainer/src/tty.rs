@@ -86,7 +86,9 @@ pub enum TTYError {
     #[error("failed to create /dev/console")]
     CreateDevConsole { source: std::io::Error },
     // gpurun patch 51: what the image has there, and the fix.
-    #[error("the image's /dev/console is {kind}: the terminal's pty is mounted there; remove it from the image, or mount a tmpfs on /dev in the spec")]
+    #[error(
+        "the image's /dev/console is {kind}: the terminal's pty is mounted there; remove it from the image, or mount a tmpfs on /dev in the spec"
+    )]
     DevConsoleKind { kind: &'static str },
     #[error("failed to mount pty on /dev/console")]
     MountConsole {
@@ -377,7 +379,9 @@ fn mount_console(syscall: &dyn Syscall, slave: &OwnedFd, console_path: &Path) ->
                 .map_err(|source| TTYError::CreateDevConsole { source })?
                 .file_type();
             if kind.is_dir() {
-                return Err(TTYError::DevConsoleKind { kind: "a directory" });
+                return Err(TTYError::DevConsoleKind {
+                    kind: "a directory",
+                });
             }
             if kind.is_symlink() {
                 return Err(TTYError::DevConsoleKind { kind: "a symlink" });
@@ -639,7 +643,9 @@ mod tests {
         std::os::unix::fs::symlink(&dir, &link).unwrap();
         for (path, kind) in [(dir, "a directory"), (link, "a symlink")] {
             let syscall = TestHelperSyscall::default();
-            let err = mount_console(&syscall, &slave, &path).unwrap_err().to_string();
+            let err = mount_console(&syscall, &slave, &path)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(&format!("/dev/console is {kind}")), "{err}");
             assert!(syscall.get_mount_from_fd_args().is_empty());
         }

@@ -717,15 +717,19 @@ mod tests {
                 .size(n)
                 .build()
         };
-        let mappings = vec![map(0, 100000, 44)?, map(44, 44, 1)?, map(45, 100045, 65491)?];
+        let mappings = vec![
+            map(0, 100000, 44)?,
+            map(44, 44, 1)?,
+            map(45, 100045, 65491)?,
+        ];
         write_id_mapping(getpid(), &map_file, &mappings, None)?;
         assert_eq!(
             fs::read_to_string(&map_file)?,
             "0 100000 44\n44 44 1\n45 100045 65491"
         );
         // A helper that fails is an error, not a map silently left empty.
-        let err = write_id_mapping(getpid(), &map_file, &mappings, Some(Path::new("false")))
-            .unwrap_err();
+        let err =
+            write_id_mapping(getpid(), &map_file, &mappings, Some(Path::new("false"))).unwrap_err();
         assert!(matches!(err, MappingError::HelperFailed { .. }), "{err}");
         Ok(())
     }

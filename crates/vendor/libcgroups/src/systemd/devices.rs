@@ -208,7 +208,10 @@ mod tests {
         // ptmx), as runc appends them.
         assert_eq!(list[0], entry("/dev/char/195:0", "rw"));
         assert_eq!(list[1], entry("/dev/char/195:255", "rwm"));
-        assert!(list[2..].contains(&entry("/dev/char/1:3", "rwm")), "{list:?}");
+        assert!(
+            list[2..].contains(&entry("/dev/char/1:3", "rwm")),
+            "{list:?}"
+        );
         assert!(list.contains(&entry("char-*", "m")), "{list:?}");
         assert!(list.contains(&entry("block-*", "m")), "{list:?}");
         assert!(list.contains(&entry("char-136", "rwm")), "{list:?}");

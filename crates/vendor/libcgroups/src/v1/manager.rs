@@ -227,7 +227,6 @@ impl Manager {
         }
     }
 
-
     /// Marks the manager as rootless: subsystems the caller may not write
     /// to are skipped with a debug message instead of failing the container.
     pub fn with_rootless(mut self, rootless: bool) -> Self {

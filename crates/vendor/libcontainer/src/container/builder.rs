@@ -550,9 +550,11 @@ mod tests {
     #[test]
     fn test_check_terminal_ok_terminal_true_with_socket_foreground() {
         // gpurun patch: gpurun relays a foreground container's terminal.
-        assert!(make_builder(Some("/tmp/console.sock"))
-            .check_terminal(&make_spec(true), false)
-            .is_ok());
+        assert!(
+            make_builder(Some("/tmp/console.sock"))
+                .check_terminal(&make_spec(true), false)
+                .is_ok()
+        );
     }
 
     #[test]

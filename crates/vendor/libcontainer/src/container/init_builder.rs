@@ -190,13 +190,13 @@ impl InitContainerBuilder {
         std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
             .create(&container_dir)
             .map_err(|err| {
-            tracing::error!(
-                ?container_dir,
-                "failed to create container directory: {}",
-                err
-            );
-            LibcontainerError::OtherIO(err)
-        })?;
+                tracing::error!(
+                    ?container_dir,
+                    "failed to create container directory: {}",
+                    err
+                );
+                LibcontainerError::OtherIO(err)
+            })?;
 
         Ok(container_dir)
     }

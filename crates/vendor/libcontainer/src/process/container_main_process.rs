@@ -709,7 +709,14 @@ fn idmapped_mount(
     let path = std::ffi::CString::new(source.as_os_str().as_bytes())
         .map_err(|_| "the source has a NUL byte".to_string())?;
     // SAFETY: a valid C string; the result is checked.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), open_flags) };
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            open_flags,
+        )
+    };
     if fd < 0 {
         return Err(format!("open_tree: {}", std::io::Error::last_os_error()));
     }

@@ -333,7 +333,7 @@ mod tests {
         let rootfs = tempfile::tempdir()?;
         let root = open_root(rootfs.path())?;
         let device = Device::new_with_syscall(Box::<TestHelperSyscall>::default());
-        device.create_devices(root.as_fd(), &[fifo.clone()], false)?;
+        device.create_devices(root.as_fd(), std::slice::from_ref(&fifo), false)?;
         let made = rootfs.path().join("dev/sub/fifo").symlink_metadata()?;
         assert!(made.file_type().is_fifo());
         assert_eq!(

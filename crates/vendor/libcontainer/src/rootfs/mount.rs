@@ -389,7 +389,6 @@ impl Mount {
                         subsystem_name == "systemd",
                         host_mount,
                         &process_cgroups,
-                        read_only,
                     )?;
                 }
 
@@ -489,9 +488,12 @@ impl Mount {
         named: bool,
         host_mount: &Path,
         process_cgroups: &HashMap<String, String>,
-        read_only: bool,
     ) -> Result<()> {
         tracing::debug!("Mounting (emulated) {:?} cgroup subsystem", subsystem_name);
+        // The cgroup mount's `ro`, as in mount_cgroup_v1 (gpurun patch).
+        let read_only = parse_mount(cgroup_mount)?
+            .flags
+            .contains(MsFlags::MS_RDONLY);
         let named_hierarchy: Cow<str> = if named {
             format!("name={subsystem_name}").into()
         } else {
@@ -1010,7 +1012,7 @@ impl Mount {
             let attr = linux::MountAttr {
                 attr_set: 0,
                 attr_clr: 0,
-                propagation: propagation.bits() as u64,
+                propagation: propagation.bits(),
                 userns_fd: 0,
             };
             let flags = if recursive {
@@ -1294,7 +1296,11 @@ fn gpurun_overlay_layers(
     };
     let upper = if overlay_takes_detached_layers() {
         let (tmpfs, n) = private_tmpfs().map_err(as_syscall_error)?;
-        PrivateUpper { tmpfs, dir: n, attached: false }
+        PrivateUpper {
+            tmpfs,
+            dir: n,
+            attached: false,
+        }
     } else {
         attached_private_upper(dest).map_err(as_syscall_error)?
     };
@@ -1407,7 +1413,11 @@ fn attached_private_upper(dest: BorrowedFd) -> std::io::Result<PrivateUpper> {
             return Err(std::io::Error::last_os_error());
         }
     }
-    Ok(PrivateUpper { tmpfs, dir: 0, attached: true })
+    Ok(PrivateUpper {
+        tmpfs,
+        dir: 0,
+        attached: true,
+    })
 }
 
 thread_local! {
@@ -1596,16 +1606,36 @@ fn copy_up(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> std::io::Result<()> {
     use nix::sys::stat::{FchmodatFlags, Mode, fchmodat, fstatat, mkdirat};
     use nix::unistd::{Gid, Uid, fchownat, symlinkat};
     let open = |dir: std::os::fd::RawFd, name: &std::ffi::CStr, flags: OFlag, mode: Mode| {
-        openat(Some(dir), name, flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC, mode)
-            // SAFETY: openat returned a new descriptor that nothing else owns.
-            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        openat(
+            Some(dir),
+            name,
+            flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            mode,
+        )
+        // SAFETY: openat returned a new descriptor that nothing else owns.
+        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
     };
     // Each as a directory of its own (both came as O_PATH descriptors).
     let dot = c".";
-    let from = open(from.as_raw_fd(), dot, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty())?;
-    let to = open(to.as_raw_fd(), dot, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty())?;
+    let from = open(
+        from.as_raw_fd(),
+        dot,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+        Mode::empty(),
+    )?;
+    let to = open(
+        to.as_raw_fd(),
+        dot,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+        Mode::empty(),
+    )?;
     let (from, to) = (from.as_raw_fd(), to.as_raw_fd());
-    let listing = open(from, dot, OFlag::O_RDONLY | OFlag::O_DIRECTORY, Mode::empty())?;
+    let listing = open(
+        from,
+        dot,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY,
+        Mode::empty(),
+    )?;
     let mut dir = nix::dir::Dir::from_fd(listing.into_raw_fd())?;
     for entry in dir.iter() {
         let entry = entry?;
@@ -1625,7 +1655,12 @@ fn copy_up(from: BorrowedFd<'_>, to: BorrowedFd<'_>) -> std::io::Result<()> {
             }
             libc::S_IFREG => {
                 let src = open(from, name, OFlag::O_RDONLY, Mode::empty())?;
-                let dst = open(to, name, OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL, mode)?;
+                let dst = open(
+                    to,
+                    name,
+                    OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+                    mode,
+                )?;
                 std::io::copy(&mut fs::File::from(src), &mut fs::File::from(dst))?;
             }
             libc::S_IFLNK => {

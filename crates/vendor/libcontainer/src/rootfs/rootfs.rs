@@ -231,7 +231,13 @@ impl RootFS {
 /// says which side is which, and the fix. Empty when the kinds agree.
 fn kind_mismatch(rootfs: &Path, mount: &oci_spec::runtime::Mount) -> String {
     use std::os::fd::AsFd;
-    let kind = |is_dir: bool| if is_dir { "a directory" } else { "not a directory" };
+    let kind = |is_dir: bool| {
+        if is_dir {
+            "a directory"
+        } else {
+            "not a directory"
+        }
+    };
     let is_bind = mount.typ().as_deref().is_none_or(|t| t == "bind")
         || mount
             .options()
@@ -284,7 +290,9 @@ mod tests {
         };
         let hint = kind_mismatch(&rootfs, &bind("/etc/ld.so.cache"));
         assert!(
-            hint.contains("the image's /etc/ld.so.cache is a directory and the source is not a directory"),
+            hint.contains(
+                "the image's /etc/ld.so.cache is a directory and the source is not a directory"
+            ),
             "{hint}"
         );
         assert_eq!(kind_mismatch(&rootfs, &bind("/etc/hosts")), "");

@@ -118,12 +118,17 @@ pub const DEV_LINKS_ANNOTATION: &str = "org.gpurun.dev-links";
 /// absolute), so that it stays in /dev.
 pub fn dev_links(spec: &oci_spec::runtime::Spec) -> Result<Vec<(std::path::PathBuf, String)>> {
     use std::path::Component;
-    let Some(text) = spec.annotations().as_ref().and_then(|a| a.get(DEV_LINKS_ANNOTATION)) else {
+    let Some(text) = spec
+        .annotations()
+        .as_ref()
+        .and_then(|a| a.get(DEV_LINKS_ANNOTATION))
+    else {
         return Ok(Vec::new());
     };
-    let links: Vec<(String, String)> = serde_json::from_str(text).map_err(|e| SymlinkError::Other {
-        msg: format!("annotation {DEV_LINKS_ANNOTATION}: {e}"),
-    })?;
+    let links: Vec<(String, String)> =
+        serde_json::from_str(text).map_err(|e| SymlinkError::Other {
+            msg: format!("annotation {DEV_LINKS_ANNOTATION}: {e}"),
+        })?;
     links
         .into_iter()
         .map(|(link, target)| {
@@ -131,7 +136,9 @@ pub fn dev_links(spec: &oci_spec::runtime::Spec) -> Result<Vec<(std::path::PathB
             let plain = path.components().all(|c| matches!(c, Component::Normal(_)));
             if !plain || path.file_name().is_none() {
                 return Err(SymlinkError::Other {
-                    msg: format!("annotation {DEV_LINKS_ANNOTATION}: {link:?} is not a path in /dev"),
+                    msg: format!(
+                        "annotation {DEV_LINKS_ANNOTATION}: {link:?} is not a path in /dev"
+                    ),
                 });
             }
             Ok((path, target))
@@ -143,10 +150,15 @@ pub fn dev_links(spec: &oci_spec::runtime::Spec) -> Result<Vec<(std::path::PathB
 /// folders made inside the root as /dev is.
 pub fn link_in_dev(root: BorrowedFd, link: &Path, target: &str) -> Result<()> {
     let parent = Path::new("/dev").join(link.parent().unwrap_or(Path::new("")));
-    let dir = crate::rootfs::in_root::dir_in_root(root, &parent, 0o755).map_err(|e| SymlinkError::Other {
-        msg: format!("{}: {e}", parent.display()),
+    let dir = crate::rootfs::in_root::dir_in_root(root, &parent, 0o755).map_err(|e| {
+        SymlinkError::Other {
+            msg: format!("{}: {e}", parent.display()),
+        }
     })?;
-    let name = link.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = link
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     link_in(std::os::fd::AsFd::as_fd(&dir), target, name)
 }
 
@@ -183,12 +195,30 @@ mod tests {
             ));
             spec
         };
-        let links = dev_links(&spec(r#"[["dri/by-path/pci-0000:1a:00.0-card","../card1"]]"#)).unwrap();
-        assert_eq!(links, [(PathBuf::from("dri/by-path/pci-0000:1a:00.0-card"), "../card1".to_owned())]);
-        for bad in [r#"[["../etc/x","y"]]"#, r#"[["/etc/x","y"]]"#, r#"[["a/../b","y"]]"#, "not json"] {
+        let links = dev_links(&spec(
+            r#"[["dri/by-path/pci-0000:1a:00.0-card","../card1"]]"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            links,
+            [(
+                PathBuf::from("dri/by-path/pci-0000:1a:00.0-card"),
+                "../card1".to_owned()
+            )]
+        );
+        for bad in [
+            r#"[["../etc/x","y"]]"#,
+            r#"[["/etc/x","y"]]"#,
+            r#"[["a/../b","y"]]"#,
+            "not json",
+        ] {
             assert!(dev_links(&spec(bad)).is_err(), "{bad}");
         }
-        assert!(dev_links(&oci_spec::runtime::Spec::default()).unwrap().is_empty());
+        assert!(
+            dev_links(&oci_spec::runtime::Spec::default())
+                .unwrap()
+                .is_empty()
+        );
     }
 
     fn dev_of(rootfs: &Path) -> std::os::fd::OwnedFd {

@@ -54,9 +54,8 @@ pub fn stub(limits: &[(u32, u32)]) -> Vec<Insn> {
     let total: usize = 1 + limits.iter().map(|&(a, _)| section_len(a)).sum::<usize>() + 2;
     let ja_filter = total - 2;
     let ret_enosys = total - 1;
-    let rel = |from: usize, to: usize| -> u8 {
-        u8::try_from(to - from - 1).expect("the stub is short")
-    };
+    let rel =
+        |from: usize, to: usize| -> u8 { u8::try_from(to - from - 1).expect("the stub is short") };
     let mut out = vec![Insn {
         code: LD_W_ABS,
         jt: 0,
@@ -137,8 +136,7 @@ pub fn load(program: &[Insn], flags: libc::c_ulong) -> io::Result<Option<i32>> {
         })
         .collect();
     let prog = libc::sock_fprog {
-        len: u16::try_from(filters.len())
-            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        len: u16::try_from(filters.len()).map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
         filter: filters.as_ptr() as *mut libc::sock_filter,
     };
     // SAFETY: prog points at `filters`, alive across the call.

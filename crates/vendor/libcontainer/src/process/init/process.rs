@@ -168,10 +168,12 @@ pub fn container_init_process(
             .console_size()
             .as_ref()
             .map(|box_size| (box_size.height() as u16, box_size.width() as u16));
-        tty::setup_console(ctx.syscall.as_ref(), csocketfd, mount_console, size).map_err(|err| {
-            tracing::error!(?err, "failed to set up tty");
-            InitProcessError::Tty(err)
-        })?;
+        tty::setup_console(ctx.syscall.as_ref(), csocketfd, mount_console, size).map_err(
+            |err| {
+                tracing::error!(?err, "failed to set up tty");
+                InitProcessError::Tty(err)
+            },
+        )?;
     }
 
     if let Some(personality) = ctx.linux.personality() {
@@ -257,8 +259,7 @@ pub fn container_init_process(
         // device nodes and /dev/console can be made in it, then made
         // read-only here, as runc does; it was left writable.
         let dev_read_only = ctx.spec.mounts().iter().flatten().any(|m| {
-            m.destination() == Path::new("/dev")
-                && m.options().iter().flatten().any(|o| o == "ro")
+            m.destination() == Path::new("/dev") && m.options().iter().flatten().any(|o| o == "ro")
         });
         if dev_read_only {
             ctx.syscall
@@ -537,7 +538,7 @@ pub fn container_init_process(
                 None,
                 Some(&start_container_env),
             )
-            .map_err(|err| {
+            .inspect_err(|err| {
                 // The main process has stopped listening by now: this line,
                 // in runc's words, is the only report (on stderr, or in the
                 // --log file engines read). (gpurun patch)
@@ -546,9 +547,8 @@ pub fn container_init_process(
                 tracing::error!(
                     target: "gpurun",
                     "error running startContainer hook: {}",
-                    crate::utils::error_chain(&err)
+                    crate::utils::error_chain(err)
                 );
-                err
             })?;
         }
     }
@@ -812,7 +812,12 @@ fn reopen_dev_null() -> Result<()> {
     verify_dev_null(&seen).map_err(|_| not_dev_null(&seen))?;
     // Read-write as runc, so that stdio moved onto it can be written; read
     // only where the spec's device rules deny writing it (as before).
-    let open = |write: bool| fs::OpenOptions::new().read(true).write(write).open("/dev/null");
+    let open = |write: bool| {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .open("/dev/null")
+    };
     let dev_null = match open(true) {
         Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => open(false),
         opened => opened,
@@ -958,11 +963,7 @@ fn fix_stdio_permissions(uid: u32) -> Result<()> {
         if st.st_uid == uid || st.st_rdev == null.st_rdev {
             continue;
         }
-        match unistd::fchown(
-            fd,
-            Some(Uid::from_raw(uid)),
-            Some(Gid::from_raw(st.st_gid)),
-        ) {
+        match unistd::fchown(fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(st.st_gid))) {
             Ok(()) | Err(nix::Error::EINVAL | nix::Error::EPERM | nix::Error::EROFS) => {}
             Err(e) => return Err(InitProcessError::NixOther(e)),
         }
@@ -1462,12 +1463,14 @@ mod tests {
         let user = UserBuilder::default().build()?;
         set_supplementary_gids(&user, &None, false, syscall.as_ref())?;
         assert_eq!(calls(syscall.as_ref()), usize::from(allowed));
-        assert!(syscall
-            .as_any()
-            .downcast_ref::<TestHelperSyscall>()
-            .unwrap()
-            .get_groups_args()
-            .is_empty());
+        assert!(
+            syscall
+                .as_any()
+                .downcast_ref::<TestHelperSyscall>()
+                .unwrap()
+                .get_groups_args()
+                .is_empty()
+        );
         // keep_original_groups: never called, whatever the spec asks.
         let syscall = create_syscall();
         let user = UserBuilder::default().additional_gids(vec![44]).build()?;
