@@ -439,3 +439,186 @@ impl From<CallError> for anyhow::Error {
         anyhow::anyhow!("{e}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The lock, checkpoint, restore and unlock protocol against a stand-in
+    //! driver: C functions over a table of process states, as the real
+    //! API keeps them, that can be told to fail one call.
+    use std::collections::HashMap;
+    use std::sync::{Mutex, MutexGuard};
+
+    use super::*;
+
+    /// The stand-in driver's processes, its calls, and the call to fail.
+    #[derive(Default)]
+    struct Fake {
+        states: HashMap<c_int, c_int>,
+        calls: Vec<(&'static str, c_int)>,
+        fail: Option<(&'static str, c_int, c_int)>,
+        pairs_seen: Vec<u32>,
+    }
+
+    static FAKE: Mutex<Option<Fake>> = Mutex::new(None);
+    /// The stand-in is one per process: the tests take turns.
+    static TURN: Mutex<()> = Mutex::new(());
+
+    fn with_fake<T>(f: impl FnOnce(&mut Fake) -> T) -> T {
+        f(FAKE.lock().unwrap().get_or_insert_with(Fake::default))
+    }
+
+    /// A call: logged, failed if asked, else the state moves `from` -> `to`.
+    fn call(name: &'static str, pid: c_int, from: c_int, to: c_int) -> c_int {
+        with_fake(|fake| {
+            fake.calls.push((name, pid));
+            if let Some((failing, failing_pid, result)) = fake.fail {
+                if failing == name && failing_pid == pid {
+                    return result;
+                }
+            }
+            match fake.states.get_mut(&pid) {
+                Some(state) if *state == from => {
+                    *state = to;
+                    0
+                }
+                Some(_) => 401,
+                None => 500,
+            }
+        })
+    }
+
+    unsafe extern "C" fn get_state(pid: c_int, out: *mut c_int) -> c_int {
+        match with_fake(|fake| fake.states.get(&pid).copied()) {
+            Some(state) => {
+                // SAFETY: the caller passes one int to write.
+                unsafe { *out = state };
+                0
+            }
+            None => 500,
+        }
+    }
+    unsafe extern "C" fn lock(pid: c_int, _: *mut LockArgs) -> c_int {
+        call("lock", pid, 0, 1)
+    }
+    unsafe extern "C" fn checkpoint(pid: c_int, _: *mut ReservedArgs) -> c_int {
+        call("checkpoint", pid, 1, 2)
+    }
+    unsafe extern "C" fn restore(pid: c_int, args: *mut RestoreArgs) -> c_int {
+        // SAFETY: the caller's args live across the call.
+        let count = unsafe { (*args).gpu_pairs_count };
+        with_fake(|fake| fake.pairs_seen.push(count));
+        call("restore", pid, 2, 1)
+    }
+    unsafe extern "C" fn unlock(pid: c_int, _: *mut ReservedArgs) -> c_int {
+        call("unlock", pid, 1, 0)
+    }
+
+    /// The stand-in with `cuda` processes running CUDA (others unknown
+    /// to it), and the turn held while the test runs.
+    fn driver(cuda: &[(c_int, State)]) -> (Driver, MutexGuard<'static, ()>) {
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        *FAKE.lock().unwrap() = Some(Fake {
+            states: cuda.iter().map(|&(pid, s)| (pid, s as c_int)).collect(),
+            ..Fake::default()
+        });
+        let driver = Driver {
+            get_state,
+            lock,
+            checkpoint,
+            restore,
+            unlock,
+            api_version: 12080,
+            version: "570.86.15".into(),
+            _library: libloading::os::unix::Library::this().into(),
+        };
+        (driver, turn)
+    }
+
+    fn calls() -> Vec<(&'static str, c_int)> {
+        with_fake(|fake| fake.calls.clone())
+    }
+
+    fn state_of(pid: c_int) -> Option<c_int> {
+        with_fake(|fake| fake.states.get(&pid).copied())
+    }
+
+    const WAIT: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn every_cuda_process_is_locked_before_any_is_checkpointed() {
+        let (driver, _turn) = driver(&[(10, State::Running), (12, State::Running)]);
+        let saved = save(&driver, &[10, 11, 12], WAIT).unwrap();
+        assert_eq!(saved.count(), 2, "11 runs no CUDA: left alone");
+        assert_eq!(
+            calls(),
+            [
+                ("lock", 10),
+                ("lock", 12),
+                ("checkpoint", 10),
+                ("checkpoint", 12)
+            ]
+        );
+        saved.keep();
+        // Kept (CRIU ended them): nothing is given back.
+        assert_eq!(calls().len(), 4);
+        assert_eq!(state_of(10), Some(State::Checkpointed as c_int));
+    }
+
+    #[test]
+    fn a_failed_checkpoint_gives_every_process_its_gpu_back() {
+        let (driver, _turn) = driver(&[(20, State::Running), (21, State::Running)]);
+        with_fake(|fake| fake.fail = Some(("checkpoint", 21, 2)));
+        let err = save(&driver, &[20, 21], WAIT).err().unwrap().to_string();
+        assert_eq!(
+            err,
+            "CUDA process 21: cuCheckpointProcessCheckpoint failed with CUDA_ERROR_OUT_OF_MEMORY (2)"
+        );
+        // 20 was checkpointed: restored, then unlocked; 21 only locked.
+        assert_eq!(
+            calls()[4..],
+            [("restore", 20), ("unlock", 20), ("unlock", 21)]
+        );
+        assert_eq!(state_of(20), Some(State::Running as c_int));
+        assert_eq!(state_of(21), Some(State::Running as c_int));
+    }
+
+    #[test]
+    fn a_process_another_tool_holds_is_refused_untouched() {
+        let (driver, _turn) = driver(&[(30, State::Running), (31, State::Locked)]);
+        let err = save(&driver, &[30, 31], WAIT).err().unwrap().to_string();
+        assert!(err.contains("CUDA process 31 is already locked"), "{err}");
+        assert!(calls().is_empty(), "nothing locked: {:?}", calls());
+    }
+
+    #[test]
+    fn resume_gives_back_what_save_took() {
+        let (driver, _turn) = driver(&[(40, State::Running)]);
+        save(&driver, &[40], WAIT).unwrap().resume().unwrap();
+        assert_eq!(
+            calls(),
+            [
+                ("lock", 40),
+                ("checkpoint", 40),
+                ("restore", 40),
+                ("unlock", 40)
+            ]
+        );
+        assert_eq!(state_of(40), Some(State::Running as c_int));
+    }
+
+    #[test]
+    fn after_criu_only_checkpointed_processes_are_restored_onto_the_pairs() {
+        let (driver, _turn) = driver(&[(50, State::Checkpointed), (51, State::Running)]);
+        let mut pairs = [GpuPair {
+            old_uuid: [1; 16],
+            new_uuid: [2; 16],
+        }];
+        assert_eq!(
+            resume_restored(&driver, &[50, 51, 52], &mut pairs).unwrap(),
+            1
+        );
+        assert_eq!(calls(), [("restore", 50), ("unlock", 50)]);
+        assert_eq!(with_fake(|fake| fake.pairs_seen.clone()), [1]);
+        assert!(!driver.takes_gpu_pairs(), "CUDA 12.8 moves no process");
+    }
+}

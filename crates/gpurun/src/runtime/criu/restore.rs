@@ -406,11 +406,9 @@ fn process_tree(init: i32) -> Vec<i32> {
 }
 
 /// The container's cgroup mounts (recorded at checkpoint) and, for each,
-/// the directory CRIU binds there: in a hierarchy the container's cgroup
-/// manager runs (or the unified one), the new cgroup's directory, made
-/// here (a failed restore removes it with the cgroup); in any other (a
-/// `name=` hierarchy) the one gpurun itself is in, as the container had
-/// at create.
+/// the directory CRIU binds there (`cgroup_bind_plan`); the new cgroup's
+/// directories are made here (a failed restore removes them with the
+/// cgroup).
 fn cgroup_binds(images: &Path, cgroup_path: &Path) -> Result<Vec<(String, String)>> {
     let recorded: Vec<(PathBuf, String)> =
         match fs::read_to_string(images.join(criu::CGROUP_MOUNTS)) {
@@ -421,25 +419,60 @@ fn cgroup_binds(images: &Path, cgroup_path: &Path) -> Result<Vec<(String, String
         };
     let host = criu::cgroup_mounts(std::process::id() as i32)?;
     let own = fs::read_to_string("/proc/self/cgroup").context("read /proc/self/cgroup")?;
+    let plan = cgroup_bind_plan(&recorded, &host, &own, cgroup_path)?;
+    let mut binds = Vec::new();
+    for bind in plan {
+        if bind.new_cgroup {
+            fs::create_dir_all(&bind.source)
+                .with_context(|| format!("create cgroup {}", bind.source.display()))?;
+        }
+        binds.push((
+            bind.point.to_string_lossy().into_owned(),
+            bind.source.to_string_lossy().into_owned(),
+        ));
+    }
+    Ok(binds)
+}
+
+/// Where one recorded cgroup mount's bind comes from.
+#[derive(Debug, PartialEq, Eq)]
+struct CgroupBind {
+    point: PathBuf,
+    source: PathBuf,
+    /// The source is the new cgroup's directory, to be made.
+    new_cgroup: bool,
+}
+
+/// For each cgroup mount `recorded` at checkpoint, by the `host`'s
+/// cgroup mounts and this process's `/proc/self/cgroup` (`own`): in a
+/// hierarchy the container's cgroup manager runs (or the unified one),
+/// the new cgroup's directory (`cgroup_path`); in any other (a `name=`
+/// hierarchy) the one gpurun itself is in, as the container had at
+/// create. A hierarchy the host lacks is refused.
+fn cgroup_bind_plan(
+    recorded: &[(PathBuf, String)],
+    host: &[(PathBuf, String)],
+    own: &str,
+    cgroup_path: &Path,
+) -> Result<Vec<CgroupBind>> {
     let relative = cgroup_path.strip_prefix("/").unwrap_or(cgroup_path);
     let mut binds = Vec::new();
     for (point, name) in recorded {
-        let Some((host_point, _)) = host.iter().find(|(_, n)| *n == name) else {
+        let Some((host_point, _)) = host.iter().find(|(_, n)| n == name) else {
             bail!("the checkpoint had a cgroup hierarchy ({name}) this host has not mounted");
         };
         let managed = name == criu::CGROUP2 || name.split(',').any(|c| MANAGED.contains(&c));
-        let dir = if managed {
-            let dir = host_point.join(relative);
-            fs::create_dir_all(&dir).with_context(|| format!("create cgroup {}", dir.display()))?;
-            dir
+        let source = if managed {
+            host_point.join(relative)
         } else {
-            let mine = cgroup_path::in_proc_cgroup(&own, |names| names == name).unwrap_or("/");
+            let mine = cgroup_path::in_proc_cgroup(own, |names| names == name).unwrap_or("/");
             host_point.join(mine.trim_start_matches('/'))
         };
-        binds.push((
-            point.to_string_lossy().into_owned(),
-            dir.to_string_lossy().into_owned(),
-        ));
+        binds.push(CgroupBind {
+            point: point.clone(),
+            source,
+            new_cgroup: managed,
+        });
     }
     Ok(binds)
 }
@@ -459,3 +492,92 @@ const MANAGED: &[&str] = &[
     "net_cls",
     "freezer",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mounts(list: &[(&str, &str)]) -> Vec<(PathBuf, String)> {
+        list.iter()
+            .map(|(point, name)| (PathBuf::from(point), name.to_string()))
+            .collect()
+    }
+
+    /// A hybrid host: memory and pids managed, systemd's named hierarchy
+    /// and the unified one beside them.
+    const OWN: &str = "5:memory:/user.slice\n4:pids:/user.slice\n1:name=systemd:/user.slice/session-3.scope\n0::/user.slice/session-3.scope\n";
+
+    #[test]
+    fn a_restore_binds_the_new_cgroup_where_it_is_managed_and_gpuruns_own_elsewhere() {
+        let host = mounts(&[
+            ("/sys/fs/cgroup/memory", "memory"),
+            ("/sys/fs/cgroup/cpu,cpuacct", "cpu,cpuacct"),
+            ("/sys/fs/cgroup/systemd", "name=systemd"),
+            ("/sys/fs/cgroup/unified", "cgroup2"),
+        ]);
+        let recorded = mounts(&[
+            ("/sys/fs/cgroup/memory", "memory"),
+            ("/sys/fs/cgroup/cpu,cpuacct", "cpu,cpuacct"),
+            ("/sys/fs/cgroup/systemd", "name=systemd"),
+            ("/sys/fs/cgroup/unified", "cgroup2"),
+        ]);
+        let plan = cgroup_bind_plan(&recorded, &host, OWN, Path::new("/gpurun/restored")).unwrap();
+        let got: Vec<(&str, bool)> = plan
+            .iter()
+            .map(|b| (b.source.to_str().unwrap(), b.new_cgroup))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/sys/fs/cgroup/memory/gpurun/restored", true),
+                ("/sys/fs/cgroup/cpu,cpuacct/gpurun/restored", true),
+                ("/sys/fs/cgroup/systemd/user.slice/session-3.scope", false),
+                ("/sys/fs/cgroup/unified/gpurun/restored", true),
+            ]
+        );
+        assert_eq!(plan[2].point, Path::new("/sys/fs/cgroup/systemd"));
+    }
+
+    #[test]
+    fn a_hierarchy_the_host_has_not_mounted_is_refused() {
+        let host = mounts(&[("/sys/fs/cgroup", "cgroup2")]);
+        let recorded = mounts(&[("/sys/fs/cgroup/memory", "memory")]);
+        let err = cgroup_bind_plan(&recorded, &host, "0::/\n", Path::new("/c"))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "the checkpoint had a cgroup hierarchy (memory) this host has not mounted"
+        );
+    }
+
+    #[test]
+    fn the_process_tree_holds_every_descendant() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sh -c 'sleep 30 & wait' & wait"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut tree = Vec::new();
+        for _ in 0..200 {
+            tree = process_tree(pid);
+            if tree.len() >= 4 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        for &p in &tree {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = child.wait();
+        assert_eq!(
+            tree.len(),
+            4,
+            "sh, its sleep, the inner sh and its sleep: {tree:?}"
+        );
+        assert!(tree.contains(&pid));
+    }
+}
