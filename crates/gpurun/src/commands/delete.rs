@@ -33,7 +33,7 @@ pub fn delete(ctx: &Ctx, args: Delete) -> Result<()> {
         // And processes that outlived the state in the container's default
         // cgroup, as runc takes a container down from its cgroup path.
         if crate::runtime::protect::privilege::is_host_root() && !ctx.settings.systemd_cgroup {
-            let killed = crate::runtime::cgroup_path::remove_orphaned_default(id);
+            let killed = crate::runtime::cgroups::host::remove_orphaned_default(id);
             if killed > 0 {
                 tracing::warn!(
                     "container {id:?} had no state but {killed} processes in its cgroup: killed"

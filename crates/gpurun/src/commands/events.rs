@@ -15,6 +15,7 @@ use libcontainer::container::{Container, ContainerStatus};
 use serde_json::{json, Map, Value};
 
 use crate::cli::EventsArgs;
+use crate::runtime::cgroups;
 use crate::runtime::{context::Ctx, state::containers};
 
 fn entry(d: &MemoryData) -> Value {
@@ -191,10 +192,10 @@ pub fn events(ctx: &Ctx, args: EventsArgs) -> Result<()> {
             containers::status_name(&container)
         );
     }
-    if !containers::has_cgroup(&container) {
+    if !cgroups::container::has_cgroup(&container) {
         bail!("container {id:?} has no cgroup (rootless without delegation): it has no stats or OOM events");
     }
-    let manager = containers::cgroup_manager(&container)?;
+    let manager = cgroups::container::manager(&container)?;
     let stats = |m: &libcgroups::common::AnyCgroupManager| -> Result<Value> {
         Ok(runc_stats(
             &m.stats()
@@ -204,7 +205,7 @@ pub fn events(ctx: &Ctx, args: EventsArgs) -> Result<()> {
     if args.stats {
         return emit("stats", id, Some(stats(&manager)?));
     }
-    let mut watch = oom_watch(&containers::cgroup_path(&container)?);
+    let mut watch = oom_watch(&cgroups::container::path(&container)?);
     let mut next_stats = Instant::now();
     while running(&mut container) {
         let now = Instant::now();

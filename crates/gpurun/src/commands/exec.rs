@@ -1,4 +1,5 @@
 use crate::cli::ExecArgs;
+use crate::runtime::cgroups;
 use anyhow::{Context, Result};
 use libcontainer::container::builder::ContainerBuilder;
 use libcontainer::container::{Container, ContainerStatus};
@@ -24,10 +25,10 @@ fn exec_in(ctx: &Ctx, args: ExecArgs) -> Result<i32> {
     let container = containers::load(&ctx.root, id)?;
     refuse_unless_exec_can_run(&container, &args)?;
     let exec_cgroups = if args.cgroup.is_empty() {
-        crate::runtime::cgroup_path::ExecCgroups::default()
+        crate::runtime::cgroups::exec::ExecCgroups::default()
     } else {
-        let cgroup = containers::cgroup_path(&container)?;
-        crate::runtime::cgroup_path::exec_cgroups(&cgroup, &args.cgroup)?
+        let cgroup = cgroups::container::path(&container)?;
+        crate::runtime::cgroups::exec::exec_cgroups(&cgroup, &args.cgroup)?
     };
     if args.process.is_none() && args.command.is_empty() {
         anyhow::bail!("exec needs a command, or --process FILE with a process.json");

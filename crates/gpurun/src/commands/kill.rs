@@ -5,6 +5,7 @@ use libcontainer::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::cli::KillArgs;
+use crate::runtime::cgroups;
 use crate::runtime::{context::Ctx, launch::signals, state::containers};
 
 pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
@@ -26,7 +27,7 @@ pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
             containers::status_name(&container)
         );
     }
-    let all = args.all && containers::has_cgroup(&container);
+    let all = args.all && cgroups::container::has_cgroup(&container);
     match nix::sys::signal::Signal::try_from(number) {
         // A rootless container without a cgroup has no pid list for --all:
         // its init (and with it its pid namespace) is what can be signalled.
@@ -37,7 +38,7 @@ pub fn kill(ctx: &Ctx, args: KillArgs) -> Result<()> {
         // type cannot carry.
         Err(_) => {
             let pids = if all {
-                containers::cgroup_manager(&container)?.get_all_pids()?
+                cgroups::container::manager(&container)?.get_all_pids()?
             } else {
                 container.pid().into_iter().collect()
             };

@@ -4,6 +4,7 @@ use anyhow::{bail, Result};
 use libcgroups::common::CgroupManager;
 use liboci_cli::Ps;
 
+use crate::runtime::cgroups;
 use crate::runtime::{context::Ctx, state::containers};
 
 /// Lists the container's processes from its cgroup: `--format json` gives
@@ -11,8 +12,8 @@ use crate::runtime::{context::Ctx, state::containers};
 /// given after the id) with only the container's rows, as runc prints it.
 pub fn ps(ctx: &Ctx, args: Ps) -> Result<()> {
     let container = containers::load(&ctx.root, &args.container_id)?;
-    let mut pids: Vec<i32> = if containers::has_cgroup(&container) {
-        let manager = containers::cgroup_manager(&container)?;
+    let mut pids: Vec<i32> = if cgroups::container::has_cgroup(&container) {
+        let manager = cgroups::container::manager(&container)?;
         manager.get_all_pids()?.iter().map(|p| p.as_raw()).collect()
     } else {
         container.pid().map(|p| p.as_raw()).into_iter().collect()

@@ -12,6 +12,7 @@ use libcontainer::oci_spec::runtime::{
 };
 
 use crate::cli::UpdateArgs;
+use crate::runtime::cgroups;
 use crate::runtime::{context::Ctx, state::containers};
 
 fn from_flags(args: &UpdateArgs) -> Result<LinuxResources> {
@@ -77,7 +78,7 @@ fn from_flags(args: &UpdateArgs) -> Result<LinuxResources> {
 
 pub fn update(ctx: &Ctx, args: UpdateArgs) -> Result<()> {
     let container = containers::load(&ctx.root, &args.container_id)?;
-    if !containers::has_cgroup(&container) {
+    if !cgroups::container::has_cgroup(&container) {
         bail!(
             "container {:?} has no cgroup (rootless without delegation), so its limits cannot change",
             args.container_id
@@ -105,7 +106,7 @@ pub fn update(ctx: &Ctx, args: UpdateArgs) -> Result<()> {
         .and_then(|m| m.disable_oom_killer())
         .or_else(|| created_with.memory().as_ref()?.disable_oom_killer())
         .unwrap_or(false);
-    let manager = containers::cgroup_manager(&container)?;
+    let manager = cgroups::container::manager(&container)?;
     // An update never changes device rules (runc's takes none), but the v2
     // and systemd managers rebuild the device program and the unit's list
     // from the rules they are given: give them the container's own, or

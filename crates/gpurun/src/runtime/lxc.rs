@@ -29,7 +29,7 @@ use libcontainer::oci_spec::runtime::{
 use libcontainer::rootfs::MountOptions;
 
 use crate::runtime::logging::LxcStep;
-use crate::runtime::{cgroup_path, context::Ctx, logging, protect::privilege, state::state_dir};
+use crate::runtime::{cgroups, context::Ctx, logging, protect::privilege, state::state_dir};
 use safe_fs::detached_mount::{detached_mount, FsOption};
 
 /// The spec mount type that stands for a mount LXC has already made.
@@ -118,7 +118,7 @@ fn is_device_rule(line: &str) -> bool {
 fn devices_cgroup_of(pid: &str) -> Option<PathBuf> {
     let mount_point = devices_mount_point()?;
     let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let path = cgroup_path::in_proc_cgroup(&cgroups, |controllers| {
+    let path = cgroups::host::in_proc_cgroup(&cgroups, |controllers| {
         controllers.split(',').any(|c| c == "devices")
     })?;
     let dir = mount_point.join(path.trim_start_matches('/'));

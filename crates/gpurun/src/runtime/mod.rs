@@ -4,7 +4,7 @@
 //! here knows the command line; what the user set reaches it as
 //! `context::Settings`.
 
-pub mod cgroup_path;
+pub mod cgroups;
 pub mod context;
 pub mod criu;
 pub mod import;

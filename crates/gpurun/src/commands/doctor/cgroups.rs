@@ -4,7 +4,7 @@ use std::fs;
 use std::path::Path;
 
 use super::{which, Level, Report};
-use crate::runtime::cgroup_path;
+use crate::runtime::cgroups;
 use crate::runtime::spec::idmap::UserIds;
 
 pub(super) fn cgroup_version() -> &'static str {
@@ -33,7 +33,7 @@ pub(super) fn check_cgroups(r: &mut Report, root: bool, user: &UserIds) {
             "cgroups",
             format!("{version}, limits applied (root)"),
         );
-    } else if cgroup_path::writable_for_current_user(Path::new("/gpurun")) {
+    } else if cgroups::host::writable_for_current_user(Path::new("/gpurun")) {
         r.line(
             Level::Ok,
             false,

@@ -13,7 +13,7 @@ use libcontainer::oci_spec::runtime::{LinuxNamespaceType, Spec};
 
 use super::gpu;
 use super::{apply_criu_flags, cgroups_mode, CheckpointOptions};
-use crate::runtime::{cgroup_path, context::Ctx, criu, spec::prepare, state::containers};
+use crate::runtime::{cgroups, context::Ctx, criu, spec::prepare, state::containers};
 
 pub fn checkpoint(ctx: &Ctx, args: CheckpointOptions) -> Result<()> {
     let id = &args.container_id;
@@ -395,7 +395,7 @@ fn namespace_path(spec: &Spec, typ: LinuxNamespaceType) -> Option<std::path::Pat
 fn freezer_of(pid: i32) -> Option<std::path::PathBuf> {
     let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let path_of = |wanted: &dyn Fn(&str) -> bool| {
-        cgroup_path::in_proc_cgroup(&text, wanted).map(|p| p.trim_start_matches('/').to_owned())
+        cgroups::host::in_proc_cgroup(&text, wanted).map(|p| p.trim_start_matches('/').to_owned())
     };
     let v1 = path_of(&|c| c.split(',').any(|c| c == "freezer"))
         .map(|p| std::path::Path::new("/sys/fs/cgroup/freezer").join(p));

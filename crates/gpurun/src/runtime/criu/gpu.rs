@@ -18,7 +18,8 @@ use libcontainer::container::Container;
 use libcontainer::oci_spec::runtime::Spec;
 
 use super::cuda::{self, Driver, GpuPair};
-use crate::runtime::{context::Ctx, spec::driver_paths, state::containers};
+use crate::runtime::cgroups;
+use crate::runtime::{context::Ctx, spec::driver_paths};
 
 /// CRIU 4.0 is the first that checkpoints processes which used a GPU.
 pub const CRIU_MINIMUM: u32 = 40000;
@@ -57,7 +58,7 @@ pub fn thawed<T>(container: &Container, paused: bool, f: impl FnOnce() -> T) -> 
     if !paused {
         return Ok(f());
     }
-    let manager = containers::cgroup_manager(container)?;
+    let manager = cgroups::container::manager(container)?;
     manager
         .freeze(FreezerState::Thawed)
         .context("thaw the paused container for its CUDA processes")?;
@@ -74,7 +75,7 @@ pub fn save<'a>(
     container: &Container,
     lock_timeout: Duration,
 ) -> Result<cuda::Saved<'a>> {
-    let mut pids: Vec<i32> = containers::cgroup_manager(container)?
+    let mut pids: Vec<i32> = cgroups::container::manager(container)?
         .get_all_pids()?
         .iter()
         .map(|p| p.as_raw())

@@ -22,7 +22,7 @@ use rust_criu::rust_criu_protobuf::rpc::Criu_notify;
 
 use super::{apply_criu_flags, gpu, RestoreOptions};
 use crate::runtime::spec::prepare::{self, CreateOptions};
-use crate::runtime::{cgroup_path, context::Ctx, criu, launch::foreground, state::containers};
+use crate::runtime::{cgroups, context::Ctx, criu, launch::foreground, state::containers};
 
 /// What the post-restore notification needs; CRIU's callback is a plain
 /// function, so it is handed over here.
@@ -147,7 +147,7 @@ fn make_state(
         systemd_cgroup: ctx.settings.systemd_cgroup,
         container_name: id.to_owned(),
     })?;
-    made.manager = Some(containers::cgroup_manager(&container)?);
+    made.manager = Some(cgroups::container::manager(&container)?);
     Ok((container, made, manager, youki.cgroup_path))
 }
 
@@ -169,7 +169,7 @@ fn give_gpus_back(
     for pid in &pids {
         let _ = nix::sys::signal::kill(Pid::from_raw(*pid), nix::sys::signal::SIGKILL);
     }
-    containers::wait_empty(manager);
+    cgroups::container::wait_empty(manager);
     bail!("restore of {id:?} failed: {e:#}; the restored processes were stopped")
 }
 
@@ -465,7 +465,7 @@ fn cgroup_bind_plan(
         let source = if managed {
             host_point.join(relative)
         } else {
-            let mine = cgroup_path::in_proc_cgroup(own, |names| names == name).unwrap_or("/");
+            let mine = cgroups::host::in_proc_cgroup(own, |names| names == name).unwrap_or("/");
             host_point.join(mine.trim_start_matches('/'))
         };
         binds.push(CgroupBind {

@@ -166,7 +166,7 @@ fn undo_failed_build(id: &str, prepared: &prepare::PreparedBundle) {
         .as_ref()
         .and_then(|l| l.cgroups_path().as_ref())
     {
-        crate::runtime::cgroup_path::remove_empty_slurm_parents(path);
+        crate::runtime::cgroups::host::remove_empty_slurm_parents(path);
     }
 }
 

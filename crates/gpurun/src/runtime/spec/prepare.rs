@@ -18,7 +18,7 @@ use gpurun_gpu::{flow, request};
 
 use crate::runtime::context::Settings;
 use crate::runtime::logging::Step;
-use crate::runtime::{cgroup_path, logging, spec::driver_paths, state::containers};
+use crate::runtime::{cgroups, logging, spec::driver_paths, state::containers};
 
 /// A config.json larger than this is refused before it is parsed.
 const MAX_CONFIG_BYTES: u64 = 16 << 20;
@@ -608,7 +608,7 @@ fn apply_cgroup_path(
             !opts.settings.systemd_cgroup && crate::runtime::protect::privilege::is_host_root()
         })
         .map(|step| PathBuf::from(step.container_cgroup(opts.id)));
-    let path = cgroup_path::choose(
+    let path = cgroups::path::choose(
         given.or(in_step).as_deref(),
         opts.id,
         opts.settings.systemd_cgroup,
@@ -675,7 +675,7 @@ fn apply_rootless(spec: &mut Spec) -> Result<()> {
         );
     }
     let cgroup = linux.cgroups_path().clone().unwrap_or_default();
-    if cgroup_path::writable_for_current_user(&cgroup) {
+    if cgroups::host::writable_for_current_user(&cgroup) {
         return Ok(());
     }
     if let Some(resources) = linux.resources() {

@@ -55,7 +55,7 @@ pub fn normalize_device_access(spec: &mut Spec) {
 
 pub fn check(spec: &Spec) -> Result<()> {
     check_kernel(&libcontainer::utils::kernel_release())?;
-    check_unified_resources(spec, crate::runtime::cgroup_path::is_unified)?;
+    check_unified_resources(spec, crate::runtime::cgroups::host::is_unified)?;
     check_cwd(spec)?;
     check_user(spec)?;
     check_rlimits(spec)?;

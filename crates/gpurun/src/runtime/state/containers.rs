@@ -3,6 +3,7 @@
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use crate::runtime::cgroups;
 use anyhow::{bail, Context, Result};
 use libcontainer::container::Container;
 use libcontainer::error::LibcontainerError;
@@ -386,7 +387,7 @@ fn end_create(id: &str, creating_dir: &Path, cgroup: Option<&Path>, dead: bool) 
             }
         }
         if let Some(path) = cgroup {
-            for pid in crate::runtime::cgroup_path::pids(path) {
+            for pid in crate::runtime::cgroups::host::pids(path) {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
             }
         }
@@ -449,28 +450,6 @@ pub fn load(root: &Path, id: &str) -> Result<Container> {
     Container::load(dir).with_context(|| format!("read the state of container {id:?}"))
 }
 
-/// Whether the container got a cgroup of its own. A rootless container on a
-/// host without delegation runs without one.
-pub fn has_cgroup(container: &Container) -> bool {
-    let Ok(config) = container.spec() else {
-        return false;
-    };
-    let path = config.cgroup_path;
-    let text = path.to_string_lossy();
-    if !text.starts_with('/') && text.contains(':') {
-        return true; // systemd-managed
-    }
-    let relative = path.strip_prefix("/").unwrap_or(&path);
-    let root = Path::new("/sys/fs/cgroup");
-    [
-        root.join("devices"),
-        root.join("freezer"),
-        root.to_path_buf(),
-    ]
-    .iter()
-    .any(|base| base.join(relative).join("cgroup.procs").exists())
-}
-
 /// Waits up to a second for the container's init to be gone.
 pub fn wait_gone(container: &Container) {
     let Some(pid) = container.pid() else { return };
@@ -501,26 +480,14 @@ pub fn wait_gone(container: &Container) {
 /// of "all" finds no process to signal there.
 fn stop_for_delete(container: &mut Container) {
     let kill = libcontainer::signal::Signal::try_from("KILL").expect("valid");
-    if !has_cgroup(container) {
+    if !cgroups::container::has_cgroup(container) {
         let _ = container.kill(kill, false);
         wait_gone(container);
         return;
     }
     let _ = container.kill(kill, true);
-    if let Ok(manager) = cgroup_manager(container) {
-        wait_empty(&manager);
-    }
-}
-
-/// Waits, up to 10 s, until no process is left in the cgroup: killed
-/// processes with much memory to free take a while to go.
-pub fn wait_empty(manager: &libcgroups::common::AnyCgroupManager) {
-    use libcgroups::common::CgroupManager;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while manager.get_all_pids().is_ok_and(|pids| !pids.is_empty())
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    if let Ok(manager) = cgroups::container::manager(container) {
+        cgroups::container::wait_empty(&manager);
     }
 }
 
@@ -562,22 +529,6 @@ pub fn status_name(container: &Container) -> String {
         .unwrap_or_else(|| container.status().to_string().to_lowercase())
 }
 
-/// The container's cgroupfs path (as in linux.cgroupsPath).
-pub fn cgroup_path(container: &Container) -> Result<PathBuf> {
-    Ok(container.spec()?.cgroup_path)
-}
-
-/// The cgroup manager for a container's own cgroup, as libcontainer made it.
-pub fn cgroup_manager(container: &Container) -> Result<libcgroups::common::AnyCgroupManager> {
-    Ok(libcgroups::common::create_cgroup_manager(
-        libcgroups::common::CgroupConfig {
-            cgroup_path: container.spec()?.cgroup_path,
-            systemd_cgroup: container.systemd(),
-            container_name: container.id().to_owned(),
-        },
-    )?)
-}
-
 /// Deletes a container, then, for a container gpurun placed below a Slurm
 /// step on cgroup v1, the step's directories its creation made in the
 /// hierarchies Slurm does not use (cpu, pids, ...): one path serves every
@@ -594,7 +545,7 @@ pub fn delete(container: &mut Container, force: bool) -> Result<(), Libcontainer
     let cgroup = container.spec().ok().map(|config| config.cgroup_path);
     container.delete(force)?;
     if let Some(path) = cgroup {
-        crate::runtime::cgroup_path::remove_empty_slurm_parents(&path);
+        crate::runtime::cgroups::host::remove_empty_slurm_parents(&path);
     }
     Ok(())
 }
