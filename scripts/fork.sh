@@ -69,10 +69,18 @@ git_fixed() {
     -c core.autocrlf=false -c commit.gpgsign=false "$@"
 }
 
+# The crates kept as a series (container-device-interface is its release
+# but for one line, which check-fork.sh checks).
+series_only() {
+  [ -d "crates/vendor/$1/patches" ] ||
+    { echo "fork.sh: crates/vendor/$1 is kept as no patch series (it has no patches/)" >&2; exit 2; }
+}
+
 # DIR: the release as published, less cargo's own packaging files, as the
 # first commit of a new repository (tagged "release"), then the series.
 edit() {
   crate=$1 dir=$2
+  series_only "$crate"
   [ ! -e "$dir" ] || [ -z "$(ls -A "$dir")" ] || { echo "fork.sh: $dir is not empty" >&2; exit 2; }
   release=$(release_dir "$crate")
   mkdir -p "$dir"
@@ -97,6 +105,7 @@ apply() {
 # from DIR's last commit (GPURUN-PATCH.md and patches/ kept).
 export_series() {
   crate=$1 dir=$2 ours="crates/vendor/$1"
+  series_only "$crate"
   git -C "$dir" diff --quiet HEAD || { echo "fork.sh: $dir has uncommitted changes" >&2; exit 2; }
   rm -rf "$ours/patches"
   mkdir "$ours/patches"
